@@ -1,0 +1,255 @@
+"""Frozen configuration dataclasses with the reference's defaults (configs.yaml @29eb964).
+
+Static fields fix shapes and lengths (sizes, layer counts, horizons); they are hashed into
+the compiled program. Scalar hyperparameters (learning rate, loss scales, rates) live in
+their own dataclasses so they are easy to find and to sweep. Nothing here is mutated at run
+time: `dataclasses.replace` makes a new config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RSSMConfig:
+    """dyn.rssm: block-GRU recurrent state-space model."""
+
+    deter: int = 8192
+    hidden: int = 1024
+    stoch: int = 32
+    classes: int = 64
+    blocks: int = 8
+    unimix: float = 0.01
+    outscale: float = 1.0
+    imglayers: int = 2
+    obslayers: int = 1
+    dynlayers: int = 1
+    absolute: bool = False
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """enc.simple: MLP for vectors (symlog inputs), CNN for images."""
+
+    units: int = 1024
+    layers: int = 3
+    symlog: bool = True
+    depth: int = 64
+    mults: tuple[int, ...] = (1, 2, 3, 4, 4)
+    kernel: int = 5
+    outer: bool = True
+    minres: int = 4
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """dec.simple: MLP for vectors (symlog-MSE), transposed CNN for images (MSE)."""
+
+    units: int = 1024
+    layers: int = 3
+    depth: int = 64
+    mults: tuple[int, ...] = (1, 2, 3, 4, 4)
+    kernel: int = 5
+    outer: bool = True
+    minres: int = 4
+    outscale: float = 1.0
+    block_space: int = 8
+    hidden_stoch: bool = True
+    vec_outscale: float = 0.1  # nets.Dist default outscale, used by the vector output
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """An MLP head (rewhead, conhead, actor, critic)."""
+
+    layers: int = 1
+    units: int = 1024
+    outscale: float = 1.0
+    bins: int = 255
+
+
+@dataclass(frozen=True)
+class OptConfig:
+    """opt: AGC -> RMS scaling -> momentum -> -lr -> warmup (LaProp)."""
+
+    lr: float = 4e-5
+    eps: float = 1e-20
+    beta1: float = 0.9
+    beta2: float = 0.999
+    agc: float = 0.3
+    pmin: float = 1e-3
+    warmup: int = 1000
+
+
+@dataclass(frozen=True)
+class RetNormConfig:
+    """retnorm: percentile return normaliser (impl perc)."""
+
+    rate: float = 0.01
+    limit: float = 1.0
+    perclo: float = 5.0
+    perchi: float = 95.0
+
+
+@dataclass(frozen=True)
+class LossScales:
+    dec: float = 1.0
+    reward: float = 1.0
+    cont: float = 1.0
+    dyn: float = 1.0
+    rep: float = 0.1
+    actor: float = 1.0
+    critic: float = 1.0
+    replay_critic: float = 0.3
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything the agent's networks and update need."""
+
+    rssm: RSSMConfig = field(default_factory=RSSMConfig)
+    enc: EncoderConfig = field(default_factory=EncoderConfig)
+    dec: DecoderConfig = field(default_factory=DecoderConfig)
+    rewhead: HeadConfig = field(
+        default_factory=lambda: HeadConfig(layers=1, outscale=0.0))
+    conhead: HeadConfig = field(
+        default_factory=lambda: HeadConfig(layers=1, outscale=1.0))
+    actor: HeadConfig = field(
+        default_factory=lambda: HeadConfig(layers=3, outscale=0.01))
+    critic: HeadConfig = field(
+        default_factory=lambda: HeadConfig(layers=3, outscale=0.0))
+    actor_unimix: float = 0.01
+    actor_minstd: float = 0.1
+    actor_maxstd: float = 1.0
+    opt: OptConfig = field(default_factory=OptConfig)
+    retnorm: RetNormConfig = field(default_factory=RetNormConfig)
+    loss_scales: LossScales = field(default_factory=LossScales)
+    free_nats: float = 1.0
+    contdisc: bool = True
+    horizon: int = 333
+    imag_length: int = 15
+    return_lambda: float = 0.95
+    return_lambda_replay: float = 0.95
+    actent: float = 3e-4
+    slowreg: float = 1.0
+    slow_critic_fraction: float = 0.02
+    slow_critic_update: int = 1
+    replay_critic_loss: bool = True
+    # Test-only switch: latent and action samples take the mode (with the
+    # straight-through gradient), as the reference fixtures were produced.
+    sample_mode: bool = False
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a training run is driven (the protocol's section 1 and 4)."""
+
+    env: str = "CartPole-v1"
+    num_envs: int = 16
+    train_ratio: float = 512.0
+    batch_size: int = 16
+    batch_length: int = 64  # trained rows; one context row is added (replay_context 1)
+    replay_context: int = 1
+    replay_capacity: int = 0  # rows per env; 0 = steps // num_envs (never overwrites)
+    steps: int = 20000
+    eval_every: int = 2000
+    eval_episodes: int = 10
+    checkpoint_every: int = 1  # log points between checkpoints
+    episode_limit: int = 0  # 0 = the environment's own limit
+
+
+@dataclass(frozen=True)
+class Config:
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    size: str = "200m"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+# Model-size presets: configs.yaml:148-176 @29eb964 (depth, units, rssm) plus 1m, the
+# protocol's size (d = 64: units = hidden = d, deter = 8d, classes = d/16).
+SIZES: dict[str, dict] = {
+    "1m": dict(deter=512, hidden=64, classes=4, depth=16, units=64),
+    "12m": dict(deter=2048, hidden=256, classes=16, depth=16, units=256),
+    "25m": dict(deter=3072, hidden=384, classes=24, depth=24, units=384),
+    "50m": dict(deter=4096, hidden=512, classes=32, depth=32, units=512),
+    "100m": dict(deter=6144, hidden=768, classes=48, depth=48, units=768),
+    "200m": dict(deter=8192, hidden=1024, classes=64, depth=64, units=1024),
+    "400m": dict(deter=12288, hidden=1536, classes=96, depth=96, units=1536),
+}
+
+
+def agent_config(size: str = "200m", **overrides) -> AgentConfig:
+    """The reference's default agent config resized to a preset.
+
+    `overrides` replace top-level AgentConfig fields after resizing.
+    """
+    if size not in SIZES:
+        raise ValueError(f"Unknown model size {size!r}; known sizes: {', '.join(SIZES)}")
+    s = SIZES[size]
+    base = AgentConfig()
+    rep = dataclasses.replace
+    cfg = rep(
+        base,
+        rssm=rep(base.rssm, deter=s["deter"], hidden=s["hidden"], classes=s["classes"]),
+        enc=rep(base.enc, units=s["units"], depth=s["depth"]),
+        dec=rep(base.dec, units=s["units"], depth=s["depth"]),
+        rewhead=rep(base.rewhead, units=s["units"]),
+        conhead=rep(base.conhead, units=s["units"]),
+        actor=rep(base.actor, units=s["units"]),
+        critic=rep(base.critic, units=s["units"]),
+    )
+    return rep(cfg, **overrides)
+
+
+def tiny_agent_config(**overrides) -> AgentConfig:
+    """The fixtures' tiny config: deter 64, hidden 16, classes 4, stoch 4, units 16."""
+    base = AgentConfig()
+    rep = dataclasses.replace
+    cfg = rep(
+        base,
+        rssm=rep(base.rssm, deter=64, hidden=16, classes=4, stoch=4),
+        enc=rep(base.enc, units=16),
+        dec=rep(base.dec, units=16),
+        rewhead=rep(base.rewhead, units=16),
+        conhead=rep(base.conhead, units=16),
+        actor=rep(base.actor, units=16),
+        critic=rep(base.critic, units=16),
+    )
+    return rep(cfg, **overrides)
+
+
+def from_dict(d: dict) -> Config:
+    """Inverse of Config.to_dict (tuples restored)."""
+
+    def build(cls, values):
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in values:
+                continue
+            v = values[f.name]
+            typ = f.type if not isinstance(f.type, str) else f.type
+            sub = _DATACLASSES.get(str(typ))
+            if sub is not None and isinstance(v, dict):
+                v = build(sub, v)
+            elif isinstance(v, list):
+                v = tuple(v)
+            kwargs[f.name] = v
+        return cls(**kwargs)
+
+    return build(Config, d)
+
+
+_DATACLASSES = {
+    c.__name__: c
+    for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
+              RetNormConfig, LossScales, AgentConfig, RunConfig)
+}

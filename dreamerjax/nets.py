@@ -1,0 +1,387 @@
+"""Networks of DreamerV3 as pure functions over nested parameter dicts.
+
+Parameter paths equal the reference's (nets.py @29eb964) without the `agent/` prefix, e.g.
+`params['dyn']['dynin0']['kernel']`, so the name map to the reference is a split on '/'.
+Every hidden layer is Linear -> RMSNorm -> SiLU (nets.py:599-640, :729-763); output layers
+have no norm. Initialisers follow the reference's 'normal' (truncated normal, nets.py:846-849).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dreamerjax import numerics as nm
+from dreamerjax.config import AgentConfig, RSSMConfig
+
+sg = jax.lax.stop_gradient
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+def init_linear(key, din: int, dout: int, outscale: float = 1.0, norm: bool = False) -> dict:
+    """Dense layer params: kernel [din, dout], bias [dout], optional norm scale [dout]."""
+    p = {
+        "kernel": nm.truncated_normal_init(key, (din, dout), din, outscale),
+        "bias": jnp.zeros((dout,), jnp.float32),
+    }
+    if norm:
+        p["norm"] = {"scale": jnp.ones((dout,), jnp.float32)}
+    return p
+
+
+def linear(p: dict, x: jnp.ndarray, act: bool | None = None) -> jnp.ndarray:
+    """x [..., din] -> [..., dout]; norm + SiLU when the layer has a norm (hidden layer)."""
+    x = x @ p["kernel"] + p["bias"]
+    if "norm" in p:
+        x = nm.rms_norm(x, p["norm"]["scale"])
+        if act is None or act:
+            x = jax.nn.silu(x)
+    return x
+
+
+def init_block_linear(key, din: int, dout: int, groups: int, outscale=1.0, norm=False) -> dict:
+    """Block-diagonal layer: kernel [groups, din/groups, dout/groups] (nets.py:643-706)."""
+    assert din % groups == 0 and dout % groups == 0, (din, dout, groups)
+    shape = (groups, din // groups, dout // groups)
+    # Initializer._fans for a 3-D kernel without block_fans: fan_in = groups * din/groups.
+    p = {
+        "kernel": nm.truncated_normal_init(key, shape, din, outscale),
+        "bias": jnp.zeros((dout,), jnp.float32),
+    }
+    if norm:
+        p["norm"] = {"scale": jnp.ones((dout,), jnp.float32)}
+    return p
+
+
+def block_linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
+    """x [..., G * I] -> [..., G * O]; each group multiplies its own block."""
+    g, i, o = p["kernel"].shape
+    x = x.reshape((*x.shape[:-1], g, i))
+    x = jnp.einsum("...gi,gio->...go", x, p["kernel"])
+    x = x.reshape((*x.shape[:-2], g * o)) + p["bias"]
+    if "norm" in p:
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
+    return x
+
+
+def init_mlp(key, din: int, units: int, layers: int, prefix: str) -> dict:
+    keys = jax.random.split(key, layers)
+    out, d = {}, din
+    for i in range(layers):
+        out[f"{prefix}{i}"] = init_linear(keys[i], d, units, norm=True)
+        d = units
+    return out
+
+
+def mlp(p: dict, x: jnp.ndarray, layers: int, prefix: str) -> jnp.ndarray:
+    for i in range(layers):
+        x = linear(p[f"{prefix}{i}"], x)
+    return x
+
+
+def feat(lat: dict) -> jnp.ndarray:
+    """Head input: concat(deter [..., D], stoch [..., S, C] flattened) (nets.py:791-818)."""
+    stoch = lat["stoch"]
+    return jnp.concatenate([lat["deter"], stoch.reshape((*stoch.shape[:-2], -1))], -1)
+
+
+# ----------------------------------------------------------------------------- RSSM
+
+
+def init_rssm(key, cfg: RSSMConfig, embed_dim: int, act_dim: int) -> dict:
+    """Block-GRU RSSM params (nets.py:16-220, cell 'blockgru')."""
+    d, h, g = cfg.deter, cfg.hidden, cfg.blocks
+    sc = cfg.stoch * cfg.classes
+    ks = iter(jax.random.split(key, 16))
+    p = {
+        "dynin0": init_linear(next(ks), d, h, norm=True),
+        "dynin1": init_linear(next(ks), sc, h, norm=True),
+        "dynin2": init_linear(next(ks), act_dim, h, norm=True),
+    }
+    din = d + g * 3 * h  # each group sees its deter block plus the three shared inputs
+    for i in range(cfg.dynlayers):
+        p[f"dyn{i}"] = init_block_linear(next(ks), din, d, g, norm=True)
+        din = d
+    p["dyncore"] = init_block_linear(next(ks), d, 3 * d, g)
+    xin = embed_dim if cfg.absolute else d + embed_dim
+    for i in range(cfg.obslayers):
+        p[f"obs{i}"] = init_linear(next(ks), xin, h, norm=True)
+        xin = h
+    p["obslogit"] = init_linear(next(ks), h, sc, outscale=cfg.outscale)
+    xin = d
+    for i in range(cfg.imglayers):
+        p[f"img{i}"] = init_linear(next(ks), xin, h, norm=True)
+        xin = h
+    p["imglogit"] = init_linear(next(ks), h, sc, outscale=cfg.outscale)
+    return p
+
+
+def rssm_initial(cfg: RSSMConfig, batch: int) -> dict:
+    return {
+        "deter": jnp.zeros((batch, cfg.deter), jnp.float32),
+        "stoch": jnp.zeros((batch, cfg.stoch, cfg.classes), jnp.float32),
+    }
+
+
+def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
+    """One block-GRU step: deter [B, D], stoch [B, S, C], action [B, A] -> deter [B, D]."""
+    g = cfg.blocks
+    stoch = stoch.reshape((stoch.shape[0], -1))
+    action = action / sg(jnp.maximum(1.0, jnp.abs(action)))
+    x0 = linear(p["dynin0"], deter)
+    x1 = linear(p["dynin1"], stoch)
+    x2 = linear(p["dynin2"], action)
+    x = jnp.concatenate([x0, x1, x2], -1)
+    b = x.shape[0]
+    x = jnp.broadcast_to(x[:, None, :], (b, g, x.shape[-1]))
+    x = jnp.concatenate([deter.reshape((b, g, -1)), x], -1).reshape((b, -1))
+    for i in range(cfg.dynlayers):
+        x = block_linear(p[f"dyn{i}"], x)
+    x = block_linear(p["dyncore"], x)
+    x = x.reshape((b, g, -1))
+    reset, cand, update = [y.reshape((b, -1)) for y in jnp.split(x, 3, -1)]
+    reset = jax.nn.sigmoid(reset)
+    cand = jnp.tanh(reset * cand)
+    update = jax.nn.sigmoid(update - 1)
+    return update * cand + (1 - update) * deter
+
+
+def _logit(p: dict, cfg: RSSMConfig, x):
+    x = linear(p, x)
+    x = x.reshape((*x.shape[:-1], cfg.stoch, cfg.classes))
+    return nm.unimix_logits(x, cfg.unimix)
+
+
+def prior_logit(p: dict, cfg: RSSMConfig, deter):
+    """deter [..., D] -> prior logits [..., S, C] (nets.py:112-117)."""
+    x = deter
+    for i in range(cfg.imglayers):
+        x = linear(p[f"img{i}"], x)
+    return _logit(p["imglogit"], cfg, x)
+
+
+def _sample(key, logit, mode: bool):
+    return nm.onehot_mode(logit) if mode else nm.onehot_sample(key, logit)
+
+
+def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode=False):
+    """Posterior step. carry {deter [B,D], stoch [B,S,C]}, action [B,A], embed [B,E],
+    is_first [B] -> (carry, outs {deter, stoch, logit}). The carry and the previous action
+    are zeroed where is_first (nets.py:63-64)."""
+    keep = 1.0 - is_first.astype(jnp.float32)
+    deter = carry["deter"] * keep[:, None]
+    stoch = carry["stoch"] * keep[:, None, None]
+    action = action * keep[:, None]
+    deter = gru_step(p, cfg, deter, stoch, action)
+    x = embed if cfg.absolute else jnp.concatenate([deter, embed], -1)
+    for i in range(cfg.obslayers):
+        x = linear(p[f"obs{i}"], x)
+    logit = _logit(p["obslogit"], cfg, x)
+    stoch = _sample(key, logit, mode)
+    return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
+
+
+def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False):
+    """Prior step: carry {deter, stoch}, action [B, A] -> (carry, outs)."""
+    deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action)
+    logit = prior_logit(p, cfg, deter)
+    stoch = _sample(key, logit, mode)
+    return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
+
+
+def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False):
+    """Scan obs_step over time. actions [B,T,A], embed [B,T,E], is_first [B,T] ->
+    (carry, outs with [B, T, ...])."""
+    T = embed.shape[1]
+    keys = jax.random.split(key, T)
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+
+    def step(c, inp):
+        a, e, f, k = inp
+        return obs_step(p, cfg, c, a, e, f, k, mode)
+
+    carry, outs = jax.lax.scan(step, carry, (swap(actions), swap(embed), swap(is_first), keys))
+    return carry, jax.tree.map(swap, outs)
+
+
+def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float):
+    """Dynamics and representation losses [B, T] with free bits (nets.py:97-110)."""
+    prior = prior_logit(p, cfg, outs["deter"])
+    post = outs["logit"]
+    dyn = nm.categorical_kl(sg(post), prior).sum(-1)
+    rep = nm.categorical_kl(post, sg(prior)).sum(-1)
+    if free:
+        dyn = jnp.maximum(dyn, free)
+        rep = jnp.maximum(rep, free)
+    metrics = {}
+    metrics.update(nm.tensorstats(nm.onehot_entropy(prior).sum(-1), "prior_ent"))
+    metrics.update(nm.tensorstats(nm.onehot_entropy(post).sum(-1), "post_ent"))
+    return dyn, rep, metrics
+
+
+# ----------------------------------------------------------------------------- encoder
+
+
+def _conv_init(key, k, cin, cout, outscale=1.0, norm=True, transp=False):
+    shape = (k, k, cin, cout)
+    # Initializer._fans for a 4-D kernel: fan_in = k * k * cin.
+    p = {
+        "kernel": nm.truncated_normal_init(key, shape, k * k * cin, outscale),
+        "bias": jnp.zeros((cout,), jnp.float32),
+    }
+    if norm:
+        p["norm"] = {"scale": jnp.ones((cout,), jnp.float32)}
+    return p
+
+
+def _conv(p, x, stride, transp=False, act=True):
+    dn = ("NHWC", "HWIO", "NHWC")
+    if transp:
+        x = jax.lax.conv_transpose(x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
+    else:
+        x = jax.lax.conv_general_dilated(
+            x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
+    x = x + p["bias"]
+    if "norm" in p:
+        x = nm.rms_norm(x, p["norm"]["scale"])
+        if act:
+            x = jax.nn.silu(x)
+    return x
+
+
+def cnn_strides(cfg, res: int) -> list[int]:
+    """Strides of the encoder's conv layers (nets.py:267-270): the first layer keeps the
+    resolution when `outer`, every other halves it; the output must reach `minres`."""
+    strides = [1 if (cfg.outer and i == 0) else 2 for i in range(len(cfg.mults))]
+    final = res
+    for s in strides:
+        final = math.ceil(final / s)
+    if final != cfg.minres:
+        raise ValueError(
+            f"Image resolution {res} does not reach minres {cfg.minres} with "
+            f"{len(cfg.mults)} conv layers (strides {strides}); got {final}. "
+            "Choose enc/dec mults and minres that fit the image size.")
+    return strides
+
+
+def init_encoder(key, cfg: AgentConfig, obs_shape: tuple) -> tuple[dict, int]:
+    """Returns (params, embed_dim)."""
+    e = cfg.enc
+    if len(obs_shape) == 1:
+        return init_mlp(key, obs_shape[0], e.units, e.layers, "mlp"), e.units
+    h, w, c = obs_shape
+    cnn_strides(e, h)
+    ks = jax.random.split(key, len(e.mults))
+    p, cin = {}, c
+    for i, m in enumerate(e.mults):
+        p[f"conv{i}"] = _conv_init(ks[i], e.kernel, cin, e.depth * m)
+        cin = e.depth * m
+    return p, e.minres * e.minres * cin
+
+
+def encode(p, cfg: AgentConfig, obs: jnp.ndarray) -> jnp.ndarray:
+    """obs [..., *obs_shape] -> embed [..., E]."""
+    e = cfg.enc
+    if "mlp0" in p:
+        x = obs.astype(jnp.float32)
+        x = nm.symlog(x) if e.symlog else x
+        return mlp(p, x, e.layers, "mlp")
+    bshape = obs.shape[:-3]
+    x = obs.astype(jnp.float32).reshape((-1, *obs.shape[-3:])) - 0.5
+    for i, s in enumerate(cnn_strides(e, obs.shape[-3])):
+        x = _conv(p[f"conv{i}"], x, s)
+    return x.reshape((*bshape, -1))
+
+
+# ----------------------------------------------------------------------------- decoder
+
+
+def init_decoder(key, cfg: AgentConfig, obs_shape: tuple) -> dict:
+    d = cfg.dec
+    r = cfg.rssm
+    fdim = r.deter + r.stoch * r.classes
+    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
+    if len(obs_shape) == 1:
+        p = init_mlp(k1, fdim, d.units, d.layers, "mlp")
+        p["out_vector"] = {"out": init_linear(k2, d.units, obs_shape[0], d.vec_outscale)}
+        return p
+    h, w, c = obs_shape
+    depths = [d.depth * m for m in d.mults]
+    space = d.minres * d.minres * depths[-1]
+    g = d.block_space
+    p = {
+        "space0": init_block_linear(k1, r.deter, space, g),
+        "space1hid": init_linear(k2, r.stoch * r.classes, 2 * d.units, norm=True),
+        "space1": init_linear(k3, 2 * d.units, space),
+        "spacenorm": {"scale": jnp.ones((depths[-1],), jnp.float32)},
+    }
+    ks = jax.random.split(k4, len(depths))
+    cin = depths[-1]
+    for i in reversed(range(len(depths) - 1)):
+        p[f"conv{i}"] = _conv_init(ks[i], d.kernel, cin, depths[i])
+        cin = depths[i]
+    p["imgout"] = _conv_init(k5, d.kernel, cin, c, outscale=d.outscale, norm=False)
+    return p
+
+
+def decode(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
+    """Decoder prediction in symlog space (vector) or pixel space (image): [..., *obs]."""
+    d = cfg.dec
+    if "mlp0" in p:
+        x = mlp(p, feat(lat), d.layers, "mlp")
+        return linear(p["out_vector"]["out"], x)
+    r = cfg.rssm
+    deter, stoch = lat["deter"], lat["stoch"]
+    bshape = deter.shape[:-1]
+    depths = [d.depth * m for m in d.mults]
+    g, mr = d.block_space, d.minres
+    x0 = block_linear(p["space0"], deter.reshape((-1, r.deter)))
+    # Block g's outputs fill the channel slice g of every spatial position (nets.py:338-345).
+    x0 = x0.reshape((-1, g, mr, mr, depths[-1] // g)).transpose((0, 2, 3, 1, 4))
+    x0 = x0.reshape((-1, mr, mr, depths[-1]))
+    x1 = stoch.reshape((-1, r.stoch * r.classes))
+    if d.hidden_stoch:
+        x1 = linear(p["space1hid"], x1)
+    x1 = linear(p["space1"], x1).reshape((-1, mr, mr, depths[-1]))
+    x = jax.nn.silu(nm.rms_norm(x0 + x1, p["spacenorm"]["scale"]))
+    for i in reversed(range(len(depths) - 1)):
+        x = _conv(p[f"conv{i}"], x, 2, transp=True)
+    x = _conv(p["imgout"], x, 1 if d.outer else 2, transp=True)
+    x = jax.nn.sigmoid(x)
+    return x.reshape((*bshape, *x.shape[1:]))
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+def init_head(key, din: int, units: int, layers: int, dout: int, outscale: float) -> dict:
+    """MLP head 'h{i}' layers plus an output 'dist/out' (nets.py:372-408)."""
+    k1, k2 = jax.random.split(key)
+    p = init_mlp(k1, din, units, layers, "h")
+    p["dist"] = {"out": init_linear(k2, units, dout, outscale)}
+    return p
+
+
+def head(p: dict, x: jnp.ndarray, layers: int, name: str = "dist", out: str = "out"):
+    """x [..., F] -> raw outputs [..., dout]."""
+    x = mlp(p, x, layers, "h")
+    return linear(p[name][out], x)
+
+
+def twohot_width(bins: int) -> int:
+    """Two-hot heads pad an odd bin count by one output and drop it (nets.py:437-443)."""
+    return bins + bins % 2
+
+
+def twohot_logits(p: dict, x: jnp.ndarray, layers: int, bins: int) -> jnp.ndarray:
+    out = head(p, x, layers)
+    return out[..., :bins]
+
+
+def param_count(tree) -> int:
+    return int(sum(np.prod(x.shape) for x in jax.tree.leaves(tree)))
