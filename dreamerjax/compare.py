@@ -1128,8 +1128,9 @@ def compare_main(run_dir: str, reference: str | None = None, out: str | None = N
     ours = build_side("dreamerjax", ours_rs, ours_seeds, sched, smoke)
     ref = None
     if ref_rs is not None:
-        ref = build_side(ref_rs.side if ref_rs.side != "ref" else "reference", ref_rs,
-                         ref_seeds, sched, smoke)
+        label = ("reference" if ref_rs.side in ("ref", "reference")
+                 else f"reference ({ref_rs.side})")
+        ref = build_side(label, ref_rs, ref_seeds, sched, smoke)
     dec = decide(ours.s1, ref.s1 if ref else None)
     plot_curves(out_dir / "curves.png", ours, ref, (dec.lo, dec.hi), s1_rows(sched, smoke))
     write_report(out_dir, ours, ref, dec, source, checks, smoke, sched)

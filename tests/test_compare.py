@@ -260,6 +260,7 @@ def test_reference_single_file_layout_and_ajax_names(tmp_path):
     summ = read_summary(out)
     assert summ["reference_S1"] == pytest.approx({"0": 250.0, "1": 310.0, "2": 370.0})
     assert summ["reference_S2_final"] == pytest.approx({"0": 30.0, "1": 31.0, "2": 32.0})
+    assert "### reference (ajax)" in (out / "compare.md").read_text()
     w = compare.window_table(compare.load_record_set(ref), (0, 1, 2))[4000]
     assert w["vector_loss"].mean == pytest.approx(0.7)
     assert w["replay_critic_loss"].mean == pytest.approx(3.0)
