@@ -105,7 +105,8 @@ def replay_add(state: ReplayState, rows: dict) -> ReplayState:
     """Write one row per env (`rows[k]` [E, ...]) at slot count % capacity."""
     envs = jnp.arange(state.num_envs)
     slots = state.count % state.capacity
-    data = {k: v.at[envs, slots].set(rows[k].astype(v.dtype)) for k, v in state.data.items()}
+    data = {k: v.at[envs, slots].set(jnp.asarray(rows[k], v.dtype))
+            for k, v in state.data.items()}
     return state.replace(data=data, count=state.count + 1)
 
 
@@ -200,15 +201,19 @@ def replay_write_latents(state: ReplayState, index: ReplayIndex, deter: jax.Arra
                          stoch: jax.Array) -> ReplayState:
     """Store the trained rows' posterior latents back into the ring.
 
-    deter [B, L-1, D] f32 and stoch [B, L-1, S] int32 belong to rows start + 1 .. start +
-    L - 1 of each window. Rows the ring no longer holds are left alone; where windows of
-    the batch overlap, the later batch element's value is written.
+    deter [B, T, D] f32 and stoch [B, T, S] int32 belong to the last T rows of each window,
+    rows start + K .. start + L - 1 with K = L - T the replay context (K = 1: rows 1..64).
+    Rows the ring no longer holds are left alone; where windows of the batch overlap, the
+    later batch element's value is written.
     """
     B, T = deter.shape[:2]
-    rows = index.start[:, None] + 1 + jnp.arange(T)  # [B, T]
+    K = state.length - T
+    if not 0 <= K < state.length or stoch.shape[:2] != (B, T):
+        raise ValueError(f"latents of {T} rows do not fit windows of {state.length}")
+    rows = index.start[:, None] + K + jnp.arange(T)  # [B, T]
     held = rows >= (state.count[index.env] - state.capacity)[:, None]
     # Superseded: a later batch element of the same env also covers this row.
-    rel = rows[:, :, None] - index.start[None, None, :] - 1  # [B, T, B']
+    rel = rows[:, :, None] - index.start[None, None, :] - K  # [B, T, B']
     covers = (rel >= 0) & (rel < T)
     later = jnp.arange(B)[None, None, :] > jnp.arange(B)[:, None, None]
     same_env = (index.env[:, None] == index.env[None, :])[:, None, :]

@@ -196,3 +196,15 @@ def test_vmap_over_seeds_under_jit_matches_single():
         assert int(one.online_head) == int(st1.online_head)
     # Different seed keys draw different uniform windows.
     assert len({tuple(np.asarray(idx.start[s]).tolist()) for s in range(seeds)}) > 1
+
+
+def test_write_latents_with_longer_context():
+    E, C, L = 1, 12, 4
+    state = _filled(E, C, L, 10)
+    index = rp.ReplayIndex(env=jnp.array([0]), start=jnp.array([3]))
+    deter = jnp.full((1, 2, D), 5.0)  # context K = 2: rows 5, 6
+    state = rp.replay_write_latents(state, index, deter, jnp.full((1, 2, S), 5, jnp.int32))
+    np.testing.assert_array_equal(np.flatnonzero(np.asarray(state.data["deter"])[0, :, 0]),
+                                  [5, 6])
+    with pytest.raises(ValueError, match="do not fit"):
+        rp.replay_write_latents(state, index, jnp.zeros((1, 5, D)), jnp.zeros((1, 5, S)))
