@@ -1,0 +1,209 @@
+"""Checkpoints of the training state with orbax: run_dir/checkpoints/<index>/{state,meta}.
+
+`state` is the whole TrainState pytree (every seed, arrays incl. typed PRNG keys, which
+orbax 0.12 saves and restores as such); `meta` is a JSON dict (config, rows, updates, log
+index, episode-tracker state, RunWriter positions, wall time). orbax writes
+<index>.orbax-checkpoint-tmp first and renames it to <index> when complete, so an
+interrupted save never leaves a directory that `latest` would pick; save() removes
+temporary directories left by a failed or killed save. The last KEEP checkpoints are
+kept. Nothing is written outside run_dir/checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from dreamerjax.records import to_jsonable
+
+CHECKPOINT_DIR = "checkpoints"
+KEEP = 2
+# Config keys (dotted) that may differ between a checkpoint and the resuming run: neither
+# changes a shape nor the algorithm. run.steps may only grow (checked separately).
+RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every"})
+
+
+def _ocp():
+    import orbax.checkpoint as ocp
+
+    return ocp
+
+
+def _manager(run_dir: str | os.PathLike, *, read_only: bool = False):
+    ocp = _ocp()
+    directory = (Path(run_dir) / CHECKPOINT_DIR).absolute()
+    if read_only and not directory.is_dir():
+        return None
+    # Readers open the directory without create; orbax's read_only mode only adds warnings.
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=KEEP, enable_async_checkpointing=False, create=not read_only)
+    return ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
+
+
+def _remove_partial(run_dir: str | os.PathLike, settle_s: float = 0.0) -> None:
+    """Delete unfinished checkpoint directories (<index>.orbax-checkpoint-tmp...).
+
+    Only this run writes under run_dir/checkpoints, so any temporary directory there is a
+    leftover. After a failed save, tensorstore may still finish writes already issued;
+    settle_s keeps removing until the directory stays gone that long.
+    """
+    from orbax.checkpoint._src.path.atomicity_types import TMP_DIR_SUFFIX
+
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    deadline = time.monotonic() + 10 * settle_s
+    while True:
+        for path in directory.glob(f"*{TMP_DIR_SUFFIX}*"):
+            shutil.rmtree(path, ignore_errors=True)
+        if settle_s <= 0 or time.monotonic() > deadline:
+            return
+        time.sleep(settle_s)
+        if not any(directory.glob(f"*{TMP_DIR_SUFFIX}*")):
+            return
+
+
+def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> Path:
+    """Write checkpoint `index` (state pytree + JSON meta); keep the last KEEP.
+
+    Returns the checkpoint's directory. Raises if `index` already exists. meta is made
+    strict JSON (non-finite floats -> null, numpy scalars -> numbers).
+    """
+    ocp = _ocp()
+    index = int(index)
+    meta = to_jsonable(dict(meta))
+    target = Path(run_dir) / CHECKPOINT_DIR / str(index)
+    if target.exists():
+        raise FileExistsError(f"checkpoint {target} already exists")
+    _remove_partial(run_dir)
+    manager = _manager(run_dir)
+    try:
+        try:
+            manager.save(index, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+            manager.wait_until_finished()
+        finally:
+            manager.close()  # waits for writes still in flight
+    except BaseException:
+        _remove_partial(run_dir, settle_s=0.2)
+        raise
+    if not target.is_dir():
+        raise RuntimeError(f"orbax did not write {target}")
+    return target
+
+
+def indices(run_dir: str | os.PathLike) -> list[int]:
+    """The complete checkpoints of run_dir, oldest first."""
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        return []
+    try:
+        return sorted(int(s) for s in manager.all_steps())
+    finally:
+        manager.close()
+
+
+def read_meta(run_dir: str | os.PathLike, index: int) -> dict:
+    ocp = _ocp()
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        raise FileNotFoundError(f"no checkpoints under {run_dir}")
+    try:
+        out = manager.restore(int(index), args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return dict(out["meta"])
+    finally:
+        manager.close()
+
+
+def latest(run_dir: str | os.PathLike) -> tuple[int, dict] | None:
+    """(index, meta) of the newest complete checkpoint, or None if there is none."""
+    found = indices(run_dir)
+    if not found:
+        return None
+    return found[-1], read_meta(run_dir, found[-1])
+
+
+def _abstract(x: Any) -> Any:
+    """A restore target leaf: shape, dtype and (for jax arrays) sharding of x."""
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return x
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    return x
+
+
+def restore(run_dir: str | os.PathLike, index: int, target_state: Any) -> Any:
+    """The state of checkpoint `index`, in the structure, dtypes and shardings of
+    target_state (a pytree of arrays or jax.ShapeDtypeStruct, e.g. a fresh init)."""
+    ocp = _ocp()
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        raise FileNotFoundError(f"no checkpoints under {run_dir}")
+    target = jax.tree.map(_abstract, target_state)
+    try:
+        out = manager.restore(int(index), args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target)))
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(
+            f"checkpoint {index} of {run_dir} does not fit the target state (was it "
+            f"written by another config or version?): {e}") from e
+    finally:
+        manager.close()
+    return out["state"]
+
+
+def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def _replay_rows(flat: Mapping) -> Any:
+    """Rows per env of the replay ring (run.replay_capacity, 0 = steps // num_envs)."""
+    cap = flat.get("run.replay_capacity")
+    if cap == 0 and "run.steps" in flat and flat.get("run.num_envs"):
+        return int(flat["run.steps"]) // int(flat["run.num_envs"])
+    return cap
+
+
+def check_compatible(saved_config: Mapping, config: Mapping,
+                     allowed: Iterable[str] = RESUMABLE_KEYS) -> None:
+    """Raise ValueError naming every key where `config` may not resume `saved_config`.
+
+    Both are nested config dicts (Config.to_dict(), plus whatever the caller adds). Only
+    the dotted keys in `allowed` may differ, run.steps may not shrink, and growing
+    run.steps must not resize the replay ring (replay_capacity 0 derives it from steps).
+    """
+    old, new = _flatten(saved_config), _flatten(config)
+    allowed = set(allowed)
+    problems = []
+    for key in sorted(set(old) | set(new)):
+        if key in allowed:
+            continue
+        if key not in new:
+            problems.append(f"{key}: {old[key]!r} in the checkpoint, missing now")
+        elif key not in old:
+            problems.append(f"{key}: missing in the checkpoint, {new[key]!r} now")
+        elif old[key] != new[key]:
+            problems.append(f"{key}: {old[key]!r} in the checkpoint, {new[key]!r} now")
+    if "run.steps" in old and "run.steps" in new:
+        if int(new["run.steps"]) < int(old["run.steps"]):
+            problems.append(f"run.steps: {old['run.steps']} in the checkpoint, "
+                            f"{new['run.steps']} now (steps may only grow on resume)")
+        elif _replay_rows(old) != _replay_rows(new):
+            problems.append(
+                f"run.steps: growing it from {old['run.steps']} to {new['run.steps']} "
+                "changes the replay ring (run.replay_capacity 0 = steps // num_envs); "
+                "only a run with an explicit replay_capacity can be extended")
+    if problems:
+        raise ValueError("checkpoint comes from an incompatible config:\n  "
+                         + "\n  ".join(problems))

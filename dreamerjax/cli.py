@@ -1,0 +1,387 @@
+"""The `dreamerjax` command: train | eval | info | parity | compare | bench | demo.
+
+Each subcommand parses into a frozen dataclass (field docstrings are its --help), checks
+what it can without compiling anything, and only then imports its implementation, so a
+module that is missing or broken fails that subcommand alone, with a clear message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from dreamerjax.config import SIZES, RunConfig
+
+DEFAULT_ENV = RunConfig.env
+DEFAULT_SIZE = "1m"
+
+
+class ArgumentError(ValueError):
+    """Bad command-line input, found before anything is built or compiled."""
+
+
+class CommandUnavailable(RuntimeError):
+    """The implementation of a subcommand cannot be imported."""
+
+
+# ---------------------------------------------------------------------------------------
+# Argument dataclasses
+
+
+def _optional(typ: type, metavar: str, default: Any, note: str = "") -> Any:
+    """An optional train flag whose None means "the config default, or the checkpoint's
+    value with --resume"; --help shows that default instead of None."""
+    hint = f"(default: {default}; with --resume: the checkpoint's{', ' + note if note else ''})"
+    return Annotated[typ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint=hint)]
+
+
+def _path(metavar: str, hint: str) -> Any:
+    return Annotated[Path | None, tyro.conf.arg(metavar=metavar, help_behavior_hint=hint)]
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    """Train DreamerV3 on one environment, all seeds batched into one compiled program."""
+
+    env: _optional(str, "STR", DEFAULT_ENV) = None
+    """Environment id (gymnax), e.g. CartPole-v1."""
+    size: _optional(str, "STR", DEFAULT_SIZE) = None
+    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
+    seeds: tuple[int, ...] = (0,)
+    """Seeds to train side by side (vmapped), e.g. --seeds 0 1 2."""
+    steps: _optional(int, "INT", RunConfig.steps, "may grow") = None
+    """Env rows per seed, summed over its envs (the protocol's N)."""
+    eval_every: _optional(int, "INT", RunConfig.eval_every) = None
+    """Rows between log points (eval, records, checkpoints); divides --steps, a multiple of
+    --num-envs."""
+    eval_episodes: _optional(int, "INT", RunConfig.eval_episodes) = None
+    """Evaluation episodes per seed at each log point."""
+    num_envs: _optional(int, "INT", RunConfig.num_envs) = None
+    """Training envs per seed."""
+    train_ratio: _optional(float, "FLOAT", RunConfig.train_ratio) = None
+    """Replayed rows trained per env row (batch 16 x 64 and 512: one update per 2 rows)."""
+    out: _path("DIR", "(required unless --resume)") = None
+    """Run directory to create (new or empty)."""
+    resume: _path("RUN_DIR", "(optional)") = None
+    """Continue the run in this directory from its latest checkpoint."""
+    devices: int = 1
+    """Devices to shard the seed axis over; the number of seeds must be a multiple."""
+    no_compile_cache: bool = False
+    """Do not use the persistent XLA compilation cache."""
+    checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every) = None
+    """Log points between checkpoints (0: never)."""
+    tiny: bool = False
+    """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
+
+    def run_overrides(self) -> dict[str, Any]:
+        """The RunConfig fields given on the command line (None = not given)."""
+        given = dict(env=self.env, steps=self.steps, eval_every=self.eval_every,
+                     eval_episodes=self.eval_episodes, num_envs=self.num_envs,
+                     train_ratio=self.train_ratio, checkpoint_every=self.checkpoint_every)
+        return {k: v for k, v in given.items() if v is not None}
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory: --resume if given, else --out."""
+        path = self.resume if self.resume is not None else self.out
+        assert path is not None, "validate() first"
+        return path
+
+    def validate(self) -> TrainArgs:
+        """Raise ArgumentError on input that cannot run; returns self."""
+        if self.resume is None and self.out is None:
+            raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
+        if self.resume is not None:
+            if self.out is not None and Path(self.out).absolute() != Path(
+                    self.resume).absolute():
+                raise ArgumentError("give either --out (a new run) or --resume (an existing "
+                                    "run), not both")
+            if not Path(self.resume).is_dir():
+                raise ArgumentError(f"--resume {self.resume}: no such run directory")
+        else:
+            _check_new_run_dir(Path(self.out))
+        if self.size is not None and self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        if self.env is not None and not self.env.strip():
+            raise ArgumentError("--env must not be empty")
+        _check_seeds(self.seeds)
+        for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if self.train_ratio is not None and not (math.isfinite(self.train_ratio)
+                                                 and self.train_ratio > 0):
+            raise ArgumentError(f"--train-ratio must be positive, got {self.train_ratio}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 0:
+            raise ArgumentError(
+                f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
+        if self.devices <= 0:
+            raise ArgumentError(f"--devices must be positive, got {self.devices}")
+        if len(self.seeds) % self.devices:
+            raise ArgumentError(
+                f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
+        if self.resume is None:
+            # A fresh run: the schedule is complete with the defaults filled in. On resume
+            # the loop calls check_schedule once it has merged the checkpoint's config.
+            defaults = RunConfig()
+            check_schedule(
+                self.steps if self.steps is not None else defaults.steps,
+                self.eval_every if self.eval_every is not None else defaults.eval_every,
+                self.num_envs if self.num_envs is not None else defaults.num_envs)
+        return self
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Evaluate the latest checkpoint of a run."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (written by `dreamerjax train`)."""
+    episodes: int = 10
+    """Evaluation episodes per seed."""
+
+    def validate(self) -> EvalArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.episodes <= 0:
+            raise ArgumentError(f"--episodes must be positive, got {self.episodes}")
+        return self
+
+
+@dataclass(frozen=True)
+class InfoArgs:
+    """Print the resolved config and the parameter counts of each network."""
+
+    env: str = DEFAULT_ENV
+    """Environment id (gymnax)."""
+    size: str = DEFAULT_SIZE
+    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
+    tiny: bool = False
+    """Use the reference fixtures' tiny network."""
+
+    def validate(self) -> InfoArgs:
+        if self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        return self
+
+
+@dataclass(frozen=True)
+class ParityArgs:
+    """Check our networks and update against the reference fixtures, number for number."""
+
+    directory: tyro.conf.Positional[Path]
+    """Fixture directory (e.g. ../shared/reference_fixtures)."""
+    strict: bool = False
+    """Fail on every tolerance breach, including the ones marked as known."""
+
+    def validate(self) -> ParityArgs:
+        if not Path(self.directory).is_dir():
+            raise ArgumentError(f"{self.directory}: no such fixture directory")
+        return self
+
+
+@dataclass(frozen=True)
+class CompareArgs:
+    """Run the pre-registered CartPole comparison on a run (and the reference's, if given)."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Our run directory (records.jsonl, episodes.jsonl, config.json)."""
+    reference: Path | None = None
+    """Directory of the reference runs (ref_s{seed}/records.jsonl ...)."""
+    out: Path | None = None
+    """Where compare.md, summary.json and curves.png go (default: the run directory)."""
+    smoke: bool = False
+    """Smoke mode: short runs, only the structural checks."""
+
+    def validate(self) -> CompareArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.reference is not None and not Path(self.reference).is_dir():
+            raise ArgumentError(f"--reference {self.reference}: no such directory")
+        return self
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    """Time updates and ticks; prints figures (never asserts a speed)."""
+
+    json: bool = False
+    """Print one JSON object instead of a table."""
+    seeds: tuple[int, ...] = (1, 3)
+    """Numbers of vmapped seeds to time, e.g. --seeds 1 3."""
+    updates: int = 50
+    """Timed updates per configuration (after compilation)."""
+
+    def validate(self) -> BenchArgs:
+        if not self.seeds or any(n <= 0 for n in self.seeds):
+            raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
+        if self.updates <= 0:
+            raise ArgumentError(f"--updates must be positive, got {self.updates}")
+        return self
+
+
+@dataclass(frozen=True)
+class DemoArgs:
+    """A short CartPole run (1m model, 2 seeds, 3200 rows) that ends with a plot."""
+
+    out: Path = Path("runs/demo")
+    """Run directory to create (must be new or empty)."""
+    tiny: bool = False
+    """Use the tiny network (faster, learns less)."""
+
+    def train_args(self) -> TrainArgs:
+        # 800 rows = 50 ticks of 16 envs; the train-ratio gate opens at 1040 rows, so the
+        # last three log points come after updates started.
+        return TrainArgs(env=DEFAULT_ENV, size=DEFAULT_SIZE, seeds=(0, 1), steps=3200,
+                         eval_every=800, eval_episodes=4, out=self.out, tiny=self.tiny)
+
+    def validate(self) -> DemoArgs:
+        self.train_args().validate()
+        return self
+
+
+Command = (
+    Annotated[TrainArgs, tyro.conf.subcommand("train")]
+    | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
+    | Annotated[InfoArgs, tyro.conf.subcommand("info")]
+    | Annotated[ParityArgs, tyro.conf.subcommand("parity")]
+    | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
+    | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
+    | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Checks shared with the loop
+
+
+def check_schedule(steps: int, eval_every: int, num_envs: int) -> None:
+    """Raise ArgumentError unless log points fall on whole ticks and end the run."""
+    if steps <= 0 or eval_every <= 0 or num_envs <= 0:
+        raise ArgumentError(f"steps ({steps}), eval_every ({eval_every}) and num_envs "
+                            f"({num_envs}) must be positive")
+    if eval_every % num_envs:
+        raise ArgumentError(
+            f"eval_every ({eval_every}) must be a multiple of num_envs ({num_envs}): a log "
+            "point comes after a whole tick of every env")
+    if steps % eval_every:
+        raise ArgumentError(f"eval_every ({eval_every}) must divide steps ({steps}) so the "
+                            "run ends on a log point")
+
+
+def _check_seeds(seeds: Sequence[int]) -> None:
+    if not seeds:
+        raise ArgumentError("--seeds needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        dup = sorted({s for s in seeds if list(seeds).count(s) > 1})
+        raise ArgumentError(f"--seeds must be unique; repeated: {dup}")
+    if any(s < 0 for s in seeds):
+        raise ArgumentError(f"--seeds must be non-negative, got {list(seeds)}")
+
+
+def _check_new_run_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise ArgumentError(f"--out {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise ArgumentError(f"--out {path} exists and is not empty; continue that run with "
+                            f"--resume {path}, or choose another --out")
+
+
+def _check_existing_run_dir(path: Path) -> None:
+    if not Path(path).is_dir():
+        raise ArgumentError(f"{path}: no such run directory")
+
+
+# ---------------------------------------------------------------------------------------
+# Dispatch
+
+
+def _load(module: str, attr: str, command: str) -> Callable:
+    """module.attr, imported only now; CommandUnavailable with the reason if it cannot be."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
+            raise CommandUnavailable(
+                f"this command needs {module}, which is not part of this installation") from e
+        raise CommandUnavailable(
+            f"importing {module} failed: missing module {e.name!r} ({e})") from e
+    except ImportError as e:
+        raise CommandUnavailable(f"importing {module} failed: {e}") from e
+    fn = getattr(mod, attr, None)
+    if fn is None:
+        raise CommandUnavailable(f"{module} has no {attr}() (needed by `dreamerjax {command}`)")
+    return fn
+
+
+def _code(result: Any) -> int:
+    """Exit status of an implementation's return value (None / non-int -> 0)."""
+    if isinstance(result, bool):
+        return 0 if result else 1
+    return result if isinstance(result, int) else 0
+
+
+def _demo(args: DemoArgs) -> int:
+    train = args.train_args()
+    code = _code(_load("dreamerjax.loop", "train_cli", "demo")(train))
+    curves = train.run_dir / "curves.png"
+    if code == 0 and not curves.exists():
+        from dreamerjax.plots import plot_curves
+        from dreamerjax.records import read_records
+
+        plot_curves(read_records(train.run_dir), curves, env=train.env)
+    if code == 0:
+        print(f"demo finished: curves at {curves}")
+    return code
+
+
+def run(args: Any) -> int:
+    """Validate parsed arguments and run their subcommand; returns the exit status."""
+    args.validate()
+    if isinstance(args, TrainArgs):
+        return _code(_load("dreamerjax.loop", "train_cli", "train")(args))
+    if isinstance(args, EvalArgs):
+        return _code(_load("dreamerjax.loop", "eval_cli", "eval")(args))
+    if isinstance(args, InfoArgs):
+        return _code(_load("dreamerjax.loop", "info_cli", "info")(args))
+    if isinstance(args, ParityArgs):
+        return _code(_load("dreamerjax.parity", "main_parity", "parity")(
+            args.directory, args.strict))
+    if isinstance(args, CompareArgs):
+        return _code(_load("dreamerjax.compare", "compare_main", "compare")(
+            args.run_dir, args.reference, args.out, seeds=None, smoke=args.smoke))
+    if isinstance(args, BenchArgs):
+        return _code(_load("dreamerjax.bench", "main", "bench")(args))
+    if isinstance(args, DemoArgs):
+        return _demo(args)
+    raise TypeError(f"unknown command {type(args).__name__}")
+
+
+def parse(argv: Sequence[str] | None = None) -> Any:
+    """Parse argv (default sys.argv[1:]) into one of the argument dataclasses."""
+    return tyro.cli(Command, args=argv, prog="dreamerjax",
+                    description="DreamerV3 in JAX: faithful to danijar/dreamerv3 @29eb964.",
+                    config=(tyro.conf.FlagCreatePairsOff,))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: `dreamerjax <command> ...`; returns the exit status."""
+    args = parse(argv)
+    name = type(args).__name__.removesuffix("Args").lower()
+    try:
+        return run(args)
+    except ArgumentError as e:
+        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
+        return 2
+    except CommandUnavailable as e:
+        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""cli.py: --help of every subcommand, early validation, lazy dispatch."""
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+from dreamerjax import cli
+
+SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo")
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert f"dreamerjax {command}" in out
+
+
+def test_top_level_help_lists_subcommands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in SUBCOMMANDS:
+        assert command in out
+
+
+def test_train_help_shows_field_docs(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--env", "--size", "--seeds", "--steps", "--eval-every", "--eval-episodes",
+                 "--num-envs", "--train-ratio", "--out", "--resume", "--devices",
+                 "--no-compile-cache", "--checkpoint-every", "--tiny"):
+        assert flag in out
+    assert "default: 20000" in out  # the config default, not None
+
+
+def test_parse_train(tmp_path):
+    args = cli.parse(["train", "--seeds", "0", "1", "2", "--steps", "4000", "--eval-every",
+                      "800", "--out", str(tmp_path / "run"), "--no-compile-cache", "--tiny"])
+    assert isinstance(args, cli.TrainArgs)
+    assert args.seeds == (0, 1, 2) and args.steps == 4000 and args.eval_every == 800
+    assert args.no_compile_cache and args.tiny and args.env is None
+    assert args.validate() is args
+    assert args.run_overrides() == {"steps": 4000, "eval_every": 800}
+    assert args.run_dir == tmp_path / "run"
+
+
+def _train_error(argv, capsys):
+    code = cli.main(["train", *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return err
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "--out RUN_DIR is required"),
+    (["--out", "{tmp}/r", "--steps", "0"], "--steps must be positive"),
+    (["--out", "{tmp}/r", "--eval-every", "1000"], "multiple of num_envs"),
+    (["--out", "{tmp}/r", "--steps", "3000", "--eval-every", "800"], "must divide steps"),
+    (["--out", "{tmp}/r", "--seeds", "0", "1", "0"], "unique"),
+    (["--out", "{tmp}/r", "--size", "3m"], "known sizes"),
+    (["--out", "{tmp}/r", "--train-ratio", "-1"], "--train-ratio must be positive"),
+    (["--out", "{tmp}/r", "--seeds", "0", "1", "2", "--devices", "2"], "split evenly"),
+    (["--out", "{tmp}/full"], "not empty"),
+    (["--resume", "{tmp}/nowhere"], "no such run directory"),
+    (["--resume", "{tmp}/full", "--out", "{tmp}/r"], "not both"),
+])
+def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "records.jsonl").write_text("")
+    # Validation must fail before the loop is imported.
+    monkeypatch.setitem(sys.modules, "dreamerjax.loop", None)
+    err = _train_error([a.format(tmp=tmp_path) for a in argv], capsys)
+    assert message in err
+    assert "dreamerjax train: error:" in err
+
+
+def test_parse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", "--seeds", "a"])
+    assert exit_.value.code == 2
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["nonsense"])
+    assert exit_.value.code == 2
+
+
+def _fake_module(monkeypatch, name, **attrs):
+    mod = types.ModuleType(name)
+    for k, v in attrs.items():
+        setattr(mod, k, v)
+    monkeypatch.setitem(sys.modules, name, mod)
+    return mod
+
+
+def test_dispatch_calls_implementations(tmp_path, monkeypatch):
+    calls = []
+    _fake_module(monkeypatch, "dreamerjax.loop",
+                 train_cli=lambda a: calls.append(("train", a)) or 0,
+                 eval_cli=lambda a: calls.append(("eval", a)) or 0,
+                 info_cli=lambda a: calls.append(("info", a)) or 3)
+    _fake_module(monkeypatch, "dreamerjax.parity",
+                 main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1)
+    _fake_module(monkeypatch, "dreamerjax.compare",
+                 compare_main=lambda run, ref, out, seeds=None, smoke=False:
+                 calls.append(("compare", run, ref, out, seeds, smoke)) or 0)
+    _fake_module(monkeypatch, "dreamerjax.bench", main=lambda a: calls.append(("bench", a)))
+    run = tmp_path / "run"
+    run.mkdir()
+    assert cli.main(["train", "--out", str(tmp_path / "new")]) == 0
+    assert cli.main(["train", "--resume", str(run), "--steps", "40000"]) == 0
+    assert cli.main(["eval", str(run), "--episodes", "3"]) == 0
+    assert cli.main(["info", "--size", "12m"]) == 3
+    assert cli.main(["parity", str(tmp_path), "--strict"]) == 1
+    assert cli.main(["compare", str(run), "--reference", str(tmp_path), "--smoke"]) == 0
+    assert cli.main(["bench", "--json", "--seeds", "1", "3", "--updates", "5"]) == 0
+    kinds = [c[0] for c in calls]
+    assert kinds == ["train", "train", "eval", "info", "parity", "compare", "bench"]
+    assert calls[1][1].resume == run and calls[1][1].steps == 40000
+    assert calls[2][1] == cli.EvalArgs(run_dir=run, episodes=3)
+    assert calls[3][1].size == "12m"
+    assert calls[4][1:] == (tmp_path, True)
+    assert calls[5][1:] == (run, tmp_path, None, None, True)
+    assert calls[6][1] == cli.BenchArgs(json=True, seeds=(1, 3), updates=5)
+
+
+def test_missing_module_fails_only_its_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "dreamerjax.bench", None)  # import raises
+    assert cli.main(["bench"]) == 1
+    err = capsys.readouterr().err
+    assert "dreamerjax bench: error:" in err and "dreamerjax.bench" in err
+    _fake_module(monkeypatch, "dreamerjax.compare")  # exists, lacks the function
+    (tmp_path / "run").mkdir()
+    assert cli.main(["compare", str(tmp_path / "run")]) == 1
+    assert "has no compare_main()" in capsys.readouterr().err
+
+
+def test_demo_runs_train_and_plots(tmp_path, monkeypatch, capsys):
+    seen = {}
+
+    def train_cli(args):
+        from dreamerjax.records import RunWriter, record_row
+
+        seen["args"] = args
+        with RunWriter(args.out, tensorboard=False) as w:
+            w.add_records([record_row("dreamerjax", s, n, 0, [1.0], [1], None, {}, None, 0.0)
+                           for s in args.seeds for n in (800, 1600)])
+        return 0
+
+    _fake_module(monkeypatch, "dreamerjax.loop", train_cli=train_cli)
+    out = tmp_path / "demo"
+    assert cli.main(["demo", "--out", str(out)]) == 0
+    args = seen["args"]
+    assert args.steps % args.eval_every == 0 and args.eval_every % 16 == 0
+    assert args.seeds == (0, 1) and args.size == "1m"
+    assert (out / "curves.png").exists()
+    assert str(out / "curves.png") in capsys.readouterr().out
+    # a second demo into the same directory is refused before training
+    assert cli.main(["demo", "--out", str(out)]) == 2
+
+
+def test_console_entry_point_runs():
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.cli", "info", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "--size" in proc.stdout
