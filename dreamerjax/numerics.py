@@ -1,0 +1,335 @@
+"""Numerical building blocks shared by the networks and losses (all float32, pure jnp).
+
+Each function states the reference behaviour it reproduces (danijar/dreamerv3 @29eb964) as
+`file:line`. Distribution formulas follow tensorflow-probability 0.24 (JAX substrate), which
+the reference uses through `tfd`; where tfp has a particular evaluation order we keep it so
+that our float32 results agree with the reference to the last bits where possible.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+f32 = jnp.float32
+sg = jax.lax.stop_gradient
+
+# tfp's Normal uses the float32 constant 0.5 * log(2 pi) (tfp normal.py `_log_prob`).
+_HALF_LOG_2PI = np.float32(0.5 * np.log(2.0 * np.pi))
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+def symlog(x: jax.Array) -> jax.Array:
+    """sign(x) * log(1 + |x|) (jaxutils.py:76-77)."""
+    return jnp.sign(x) * jnp.log1p(jnp.abs(x))
+
+
+def symexp(x: jax.Array) -> jax.Array:
+    """sign(x) * (exp(|x|) - 1), the inverse of symlog (jaxutils.py:80-81)."""
+    return jnp.sign(x) * jnp.expm1(jnp.abs(x))
+
+
+# --------------------------------------------------------------------------- two-hot
+
+
+@functools.cache
+def _twohot_bins_np(n: int) -> np.ndarray:
+    """The reference's bins as a host constant, bit for bit.
+
+    The reference builds `symexp(linspace(-20, 0, (n-1)//2 + 1))` inside its network
+    (nets.py:467-471) and XLA compiles jnp.linspace as one kernel. In jax 0.4.26 that
+    kernel evaluated point j as `-20 * fma(-j, f32(1/div), 1)` (the division by `div`
+    turned into a multiplication with the rounded reciprocal and `1 - step` contracted
+    into one rounding). We reproduce that grid exactly in float64 arithmetic (every
+    intermediate is exact there, so one final rounding equals the fused one), then take
+    symexp with XLA's float32 expm1 on the CPU backend. The result equals the fixture
+    `twohot.npz:bins_eager` (== `bins_jit`, what training uses) in every bit. Computing
+    it once on the host also keeps the bins identical on every accelerator.
+    """
+    if n < 3 or n % 2 != 1:
+        raise ValueError(f"two-hot bins need an odd count >= 3 (the reference's 255), got {n}")
+    div = (n - 1) // 2
+    recip = np.float32(1.0) / np.float32(div)
+    j = np.arange(div, dtype=np.float64)
+    one_minus_step = (1.0 - j * np.float64(recip)).astype(np.float32)
+    grid = np.append((np.float32(-20.0) * one_minus_step).astype(np.float32), np.float32(0.0))
+    with jax.ensure_compile_time_eval(), jax.default_device(jax.devices("cpu")[0]):
+        half = np.asarray(symexp(jnp.asarray(grid, f32)))
+    # Mirror the negative half: exactly antisymmetric, bins[(n-1)//2] == 0.
+    bins = np.concatenate([half, -half[:-1][::-1]]).astype(np.float32)
+    bins.setflags(write=False)
+    return bins
+
+
+def twohot_bins(n: int = 255) -> jax.Array:
+    """Symexp-spaced two-hot bins `[n]`, exactly antisymmetric (nets.py:467-471).
+
+    Returned as a constant (safe to call inside jit); see `_twohot_bins_np` for how the
+    reference's float32 values are reproduced bit for bit.
+    """
+    return jnp.asarray(_twohot_bins_np(int(n)))
+
+
+def twohot_log_prob(logits: jax.Array, x: jax.Array, bins: jax.Array) -> jax.Array:
+    """log p(x) of a two-hot distribution: logits `[..., K]`, x `[...]` -> `[...]`.
+
+    Same semantics as the reference (jaxutils.py:255-274): the neighbours are found by
+    counting bins (so values beyond the outer bins clip to them), a value exactly on a
+    bin puts weight 1 on it, and the target weights are mixed with log_softmax computed
+    as `logits - logsumexp(logits)`.
+    """
+    k = bins.shape[0]
+    assert logits.shape[-1] == k, (logits.shape, k)
+    below = jnp.sum((bins <= x[..., None]).astype(jnp.int32), -1) - 1
+    above = k - jnp.sum((bins > x[..., None]).astype(jnp.int32), -1)
+    below = jnp.clip(below, 0, k - 1)
+    above = jnp.clip(above, 0, k - 1)
+    equal = below == above
+    dist_to_below = jnp.where(equal, 1, jnp.abs(bins[below] - x))
+    dist_to_above = jnp.where(equal, 1, jnp.abs(bins[above] - x))
+    total = dist_to_below + dist_to_above
+    weight_below = dist_to_above / total
+    weight_above = dist_to_below / total
+    target = (
+        jax.nn.one_hot(below, k) * weight_below[..., None]
+        + jax.nn.one_hot(above, k) * weight_above[..., None])
+    log_pred = logits - jax.scipy.special.logsumexp(logits, -1, keepdims=True)
+    return jnp.sum(target * log_pred, -1)
+
+
+def twohot_mean(logits: jax.Array, bins: jax.Array) -> jax.Array:
+    """Exact expectation sum_j softmax(logits)_j * bins_j: `[..., K]` -> `[...]`.
+
+    Written for antisymmetric bins (`twohot_bins`) in mirror-difference form:
+    with m = (K-1)//2 the centre (bins[m] == 0),
+        mean = sum_j (p[m+1+j] - p[m-1-j]) * bins[m+1+j].
+    Mirror-equal probabilities cancel before any multiplication, so mirror-symmetric
+    logits give exactly 0.0 however XLA fuses the reduction. The reference's pair sum
+    (jaxutils.py:226-243) is exact only op by op; under jit XLA contracts each mirror pair
+    into a fused multiply-add and it returns noise of up to ~0.3 when the outer bins
+    (|b| up to 4.85e8) carry mass. See docs/deviations.md D1.
+    """
+    k = logits.shape[-1]
+    if k % 2 != 1 or bins.shape[-1] != k:
+        raise ValueError(f"twohot_mean needs an odd number of bins, got {k} / {bins.shape}")
+    m = (k - 1) // 2
+    probs = jax.nn.softmax(logits, -1)
+    upper = probs[..., m + 1:]
+    lower = probs[..., :m][..., ::-1]
+    return jnp.sum((upper - lower) * bins[m + 1:], -1)
+
+
+def twohot_mode(logits: jax.Array, bins: jax.Array) -> jax.Array:
+    """The reference's `mode()`: the naive sum(probs * bins) (jaxutils.py:252-253)."""
+    return jnp.sum(jax.nn.softmax(logits, -1) * bins, -1)
+
+
+# --------------------------------------------------------------------------- one-hot
+
+
+def unimix_logits(logits: jax.Array, unimix: float) -> jax.Array:
+    """log((1 - u) * softmax(logits) + u / C): `[..., C]` -> `[..., C]`.
+
+    Mixes 1% uniform into categorical latents and discrete actions (nets.py:212-216,
+    nets.py:524-528). Identity when unimix == 0, as in the reference.
+    """
+    if not unimix:
+        return logits
+    probs = jax.nn.softmax(logits, -1)
+    uniform = jnp.ones_like(probs) / probs.shape[-1]
+    probs = (1 - unimix) * probs + unimix * uniform
+    return jnp.log(probs)
+
+
+def _straight_through(index: jax.Array, logits: jax.Array) -> jax.Array:
+    """One-hot of `index` in the forward pass, gradient of softmax(logits) backward."""
+    probs = jax.nn.softmax(logits, -1)
+    onehot = sg(jax.nn.one_hot(index, logits.shape[-1], dtype=probs.dtype))
+    return onehot + (probs - sg(probs))
+
+
+def onehot_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """Straight-through one-hot sample `[..., C]` (jaxutils.py:112-116).
+
+    Forward: a one-hot draw from Categorical(logits); backward: d/dlogits of the probs.
+    """
+    index = jax.random.categorical(key, logits, axis=-1)
+    return _straight_through(index, logits)
+
+
+def onehot_mode(logits: jax.Array) -> jax.Array:
+    """Straight-through one-hot of argmax(logits) `[..., C]`.
+
+    What the reference fixtures use in place of a sample (README (f): the driver patches
+    `OneHotDist.sample` to the mode); also a deterministic policy.
+    """
+    return _straight_through(jnp.argmax(logits, -1), logits)
+
+
+def onehot_log_prob(logits: jax.Array, value: jax.Array) -> jax.Array:
+    """log p(value) of OneHotCategorical(logits): `[..., C]` x `[..., C]` -> `[...]`.
+
+    tfp 0.24 evaluates -softmax_cross_entropy(labels=sg(value), logits) as
+    sum(where(value == 0, 0, value * (logits - logsumexp(logits)))); no gradient flows
+    into `value`.
+    """
+    value = sg(value.astype(logits.dtype))
+    logits, value = jnp.broadcast_arrays(logits, value)
+    log_pred = logits - jax.scipy.special.logsumexp(logits, -1, keepdims=True)
+    terms = jnp.where(value == 0, jnp.zeros_like(value), value * log_pred)
+    return jnp.sum(terms, -1)
+
+
+def onehot_entropy(logits: jax.Array) -> jax.Array:
+    """Entropy of OneHotCategorical(logits) `[..., C]` -> `[...]` (tfp 0.24 formula).
+
+    lse(logits) - sum(logits * exp(x)) / sum(exp(x)) with x = logits - max(logits).
+    """
+    m = jnp.max(logits, -1, keepdims=True)
+    x = logits - m
+    lse = m[..., 0] + jax.scipy.special.logsumexp(x, -1)
+    ex = jnp.exp(x)
+    weighted = jnp.where(ex == 0, jnp.zeros_like(ex), logits * ex)
+    return lse - jnp.sum(weighted, -1) / jnp.sum(ex, -1)
+
+
+def categorical_kl(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
+    """KL(p || q) of two OneHotCategoricals, summed over the last axis: `[..., C]` -> `[...]`.
+
+    sum(softmax(p) * (log_softmax(p) - log_softmax(q))) as in tfp 0.24.
+    """
+    return jnp.sum(
+        jax.nn.softmax(logits_p, -1)
+        * (jax.nn.log_softmax(logits_p, -1) - jax.nn.log_softmax(logits_q, -1)), -1)
+
+
+# --------------------------------------------------------------------------- Bernoulli
+
+
+def bernoulli_log_prob(logit: jax.Array, x: jax.Array) -> jax.Array:
+    """log p(x) of Bernoulli(logits=logit), soft labels allowed: `[...]` -> `[...]`.
+
+    tfp 0.24: multiply_no_nan(-softplus(l), 1 - x) + multiply_no_nan(-softplus(-l), x).
+    The continue head trains on the soft label (1 - is_terminal) * (1 - 1/horizon).
+    """
+    x = x.astype(logit.dtype)
+    log_p0 = -jax.nn.softplus(logit)
+    log_p1 = -jax.nn.softplus(-logit)
+
+    def mul_no_nan(a, b):
+        return jnp.where(b == 0, jnp.zeros_like(a * b), a * b)
+
+    return mul_no_nan(log_p0, 1 - x) + mul_no_nan(log_p1, x)
+
+
+def bernoulli_mean(logit: jax.Array) -> jax.Array:
+    """sigmoid(logit), tfp Bernoulli `mean()`."""
+    return jax.nn.sigmoid(logit)
+
+
+# --------------------------------------------------------------------------- Normal
+
+
+def normal_params(
+    out: jax.Array, std_raw: jax.Array, minstd: float, maxstd: float
+) -> tuple[jax.Array, jax.Array]:
+    """Bounded normal actor head (nets.py:491-498): mean = tanh(out),
+    std = (maxstd - minstd) * sigmoid(std_raw + 2) + minstd."""
+    std = (maxstd - minstd) * jax.nn.sigmoid(std_raw + 2.0) + minstd
+    return jnp.tanh(out), std
+
+
+def normal_log_prob(mean: jax.Array, std: jax.Array, x: jax.Array) -> jax.Array:
+    """Independent Normal log density summed over the last axis: `[..., A]` -> `[...]`."""
+    log_unnormalized = -0.5 * jnp.square(x / std - mean / std)
+    log_normalization = _HALF_LOG_2PI + jnp.log(std)
+    return jnp.sum(log_unnormalized - log_normalization, -1)
+
+
+def normal_entropy(std: jax.Array) -> jax.Array:
+    """Independent Normal entropy summed over the last axis: `[..., A]` -> `[...]`."""
+    return jnp.sum(0.5 + (_HALF_LOG_2PI + jnp.log(std)), -1)
+
+
+def normal_sample(key: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
+    """Reparameterised draw `[..., A]` (tfp: normal * scale + loc)."""
+    shape = jnp.broadcast_shapes(mean.shape, std.shape)
+    return jax.random.normal(key, shape, mean.dtype) * std + mean
+
+
+def normal_minmax_entropy(dims: int, minstd: float, maxstd: float) -> tuple[float, float]:
+    """Entropy bounds of a `dims`-dimensional bounded normal (nets.py:496-497)."""
+
+    def ent(std):
+        return float(np.float32(0.5) + (_HALF_LOG_2PI + np.log(np.float32(std))))
+
+    return dims * ent(minstd), dims * ent(maxstd)
+
+
+# --------------------------------------------------------------------------- init, norm
+
+
+def init_fan_in(shape: tuple[int, ...]) -> int:
+    """Fan-in of a weight shape as the reference's Initializer._fans (nets.py:874-885).
+
+    0-D and 1-D -> 1; 2-D (in, out) -> in; N-D -> prod(shape[:-2]) * shape[-2]. A
+    BlockLinear kernel (groups, in/g, out/g) therefore has fan-in groups * in/g = in.
+    """
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2:
+        return 1
+    return int(np.prod(shape[:-2], dtype=np.int64)) * shape[-2]
+
+
+def truncated_normal_init(
+    key: jax.Array, shape: tuple[int, ...], fan_in: int | None = None, outscale: float = 1.0
+) -> jax.Array:
+    """Reference 'normal' weight init (nets.py:846-849, 871): truncated N(0,1) on [-2, 2]
+    times 1.1368 * sqrt(1 / fan_in), then times outscale (0 gives zeros).
+
+    `fan_in` defaults to `init_fan_in(shape)`; pass it for layers that override it.
+    """
+    shape = tuple(int(s) for s in shape)
+    fan = init_fan_in(shape) if fan_in is None else int(fan_in)
+    value = jax.random.truncated_normal(key, -2, 2, shape, f32)
+    # The reference multiplies by a float64 numpy scalar, i.e. by its float32 rounding.
+    value = value * np.float32(1.1368 * np.sqrt(1.0 / fan))
+    return value * outscale
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-4) -> jax.Array:
+    """x * (rsqrt(mean(x^2, -1) + eps) * scale) (nets.py:758-763, Norm 'rms')."""
+    mult = jax.lax.rsqrt(jnp.mean(x * x, -1)[..., None] + eps) * scale.astype(x.dtype)
+    return x * mult
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def tensorstats(x: jax.Array, prefix: str | None = None) -> dict[str, jax.Array]:
+    """mean/std/mag/min/max of a float tensor (jaxutils.py:52-66, without 'dist')."""
+    x = jnp.asarray(x).astype(f32)
+    stats = {
+        "mean": x.mean(),
+        "std": x.std(),
+        "mag": jnp.abs(x).mean(),
+        "min": x.min(),
+        "max": x.max(),
+    }
+    if prefix:
+        stats = {f"{prefix}/{k}": v for k, v in stats.items()}
+    return stats
+
+
+__all__ = [
+    "symlog", "symexp", "twohot_bins", "twohot_log_prob", "twohot_mean", "twohot_mode",
+    "unimix_logits", "onehot_sample", "onehot_mode", "onehot_log_prob", "onehot_entropy",
+    "categorical_kl", "bernoulli_log_prob", "bernoulli_mean", "normal_params",
+    "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",
+    "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats",
+]

@@ -1,0 +1,140 @@
+"""The parity checker: fixtures (a)-(e) pass, and no file is skipped silently."""
+
+import io
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dreamerjax.parity import fixtures, main_parity, register, run_parity
+from dreamerjax.parity.fixtures import Row
+
+REF = Path(__file__).parent / "data" / "reference"
+AE = ("twohot.npz", "symlog_symexp.npz", "retnorm.npz", "lambda_returns.npz", "optimizer.npz")
+
+
+@pytest.fixture(scope="module")
+def reference_rows():
+    return run_parity(REF, print_table=False)[0]
+
+
+def test_fixtures_a_to_e_pass(reference_rows):
+    checked = [r for r in reference_rows if r.fixture in AE and r.kind == fixtures.CHECK]
+    assert {r.fixture for r in checked} == set(AE)
+    assert len(checked) >= 40
+    bad = [r for r in reference_rows if r.fixture in AE and r.fails()]
+    assert not bad, bad
+
+
+def test_every_file_is_accounted_for(reference_rows):
+    listed = {r.fixture for r in reference_rows}
+    for path in REF.iterdir():
+        if path.name == "README.md" or path.suffix == ".yaml":
+            continue
+        assert path.name in listed, path.name
+
+
+def test_twohot_reference_error_is_shown_beside_ours(reference_rows):
+    rows = {r.array: r for r in reference_rows if r.fixture == "twohot.npz"}
+    ref_row = rows["(ref) mean_jit vs mean_f64"]
+    assert ref_row.kind == fixtures.INFO and ref_row.passed is None
+    assert rows["mean vs mean_f64"].passed
+
+
+def _copy(tmp_path, names):
+    for name in names:
+        shutil.copy(REF / name, tmp_path / name)
+
+
+def test_unknown_and_unsupported_files_fail_only_in_strict_mode(tmp_path):
+    _copy(tmp_path, ["symlog_symexp.npz", "README.md", "wm_config.yaml"])
+    np.savez(tmp_path / "mystery.npz", x=np.zeros(3))
+    (tmp_path / "update.npz").write_bytes((REF / "symlog_symexp.npz").read_bytes())
+    out = io.StringIO()
+    rows, code = run_parity(tmp_path, out=out)
+    kinds = {r.fixture: r.kind for r in rows}
+    assert kinds["mystery.npz"] == fixtures.UNKNOWN
+    assert kinds["update.npz"] == fixtures.UNSUPPORTED
+    assert "README.md" not in kinds and "wm_config.yaml" not in kinds
+    assert code == 0
+    assert "mystery.npz" in out.getvalue() and "unknown file" in out.getvalue()
+    _, code = run_parity(tmp_path, strict=True, print_table=False)
+    assert code == 1
+
+
+def test_failing_and_raising_checks_set_the_exit_code(tmp_path):
+    np.savez(tmp_path / "custom_ok.npz", x=np.ones(3))
+    np.savez(tmp_path / "custom_bad.npz", x=np.ones(3))
+    np.savez(tmp_path / "custom_raise.npz", x=np.ones(3))
+
+    def ok(path):
+        x = np.load(path)["x"]
+        yield fixtures.compare(path.name, "x", x, np.ones(3), rtol=0.0, tol="exact")
+
+    def bad(path):
+        x = np.load(path)["x"]
+        yield fixtures.compare(path.name, "x", x * 1.001, x, rtol=1e-6, tol="rtol 1e-6")
+
+    def raises(path):
+        raise RuntimeError("boom")
+        yield  # pragma: no cover
+
+    try:
+        register("custom_ok.npz", ok)
+        _, code = run_parity(tmp_path, print_table=False)
+        assert code == 0  # the other two files are unknown: not a failure by default
+        register("custom_bad.npz", bad)
+        register("custom_raise.npz", raises)
+        rows, code = run_parity(tmp_path, print_table=False)
+        assert code == 1
+        by_file = {r.fixture: r for r in rows}
+        assert by_file["custom_ok.npz"].passed
+        assert not by_file["custom_bad.npz"].passed
+        assert by_file["custom_raise.npz"].kind == fixtures.ERROR
+        assert "boom" in by_file["custom_raise.npz"].note
+    finally:
+        for name in ("custom_ok.npz", "custom_bad.npz", "custom_raise.npz"):
+            fixtures._CHECKS.pop(name, None)
+
+
+def test_compare_handles_infinities_and_shapes():
+    row = fixtures.compare("f", "a", [1.0, np.inf], [1.0, np.inf], tol="exact")
+    assert row.passed
+    row = fixtures.compare("f", "a", [1.0, np.inf], [1.0, -np.inf], tol="exact")
+    assert not row.passed
+    row = fixtures.compare("f", "a", [1.0], [1.0, 2.0], tol="exact")
+    assert not row.passed and "shape" in row.note
+    assert isinstance(row, Row)
+
+
+def test_main_parity_exit_codes(tmp_path, capsys):
+    assert main_parity(str(tmp_path / "missing"), False) == 2
+    _copy(tmp_path, ["retnorm.npz"])
+    assert main_parity(str(tmp_path), False) == 0
+    assert "retnorm.npz" in capsys.readouterr().out
+
+
+def test_rows_of_another_shape_are_adapted(tmp_path):
+    from dataclasses import dataclass
+
+    @dataclass
+    class OtherRow:
+        fixture: str
+        array: str
+        max_abs: float
+        max_rel: float
+        tol: str
+        passed: bool
+        note: str = ""
+
+    np.savez(tmp_path / "other.npz", x=np.ones(1))
+    try:
+        register("other.npz", lambda p: [OtherRow(p.name, "x", 0.5, 0.5, "atol 1", True),
+                                         OtherRow(p.name, "y", 2.0, 2.0, "atol 1", False)])
+        rows, code = run_parity(tmp_path, print_table=False)
+        assert code == 1
+        assert [(r.array, r.passed, r.tolerance) for r in rows if r.fixture == "other.npz"] == [
+            ("x", True, "atol 1"), ("y", False, "atol 1")]
+    finally:
+        fixtures._CHECKS.pop("other.npz", None)
