@@ -171,7 +171,7 @@ def _replay_rows(flat: Mapping) -> Any:
     """Rows per env of the replay ring (run.replay_capacity, 0 = steps // num_envs)."""
     cap = flat.get("run.replay_capacity")
     if cap == 0 and "run.steps" in flat and flat.get("run.num_envs"):
-        return int(flat["run.steps"]) // int(flat["run.num_envs"])
+        return -(-int(flat["run.steps"]) // int(flat["run.num_envs"]))  # ceil, as the loop
     return cap
 
 

@@ -7,6 +7,7 @@ module that is missing or broken fails that subcommand alone, with a clear messa
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import sys
@@ -95,7 +96,9 @@ class TrainArgs:
         return path
 
     def validate(self) -> TrainArgs:
-        """Raise ArgumentError on input that cannot run; returns self."""
+        """Raise ArgumentError on input that cannot run. Returns the arguments with env and
+        size resolved to their defaults for a new run (left None with --resume, where the
+        checkpoint's apply)."""
         if self.resume is None and self.out is None:
             raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
         if self.resume is not None:
@@ -135,6 +138,8 @@ class TrainArgs:
                 self.steps if self.steps is not None else defaults.steps,
                 self.eval_every if self.eval_every is not None else defaults.eval_every,
                 self.num_envs if self.num_envs is not None else defaults.num_envs)
+            return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
+                                       size=self.size or DEFAULT_SIZE)
         return self
 
 
@@ -327,7 +332,7 @@ def _code(result: Any) -> int:
 
 
 def _demo(args: DemoArgs) -> int:
-    train = args.train_args()
+    train = args.train_args().validate()
     code = _code(_load("dreamerjax.loop", "train_cli", "demo")(train))
     curves = train.run_dir / "curves.png"
     if code == 0 and not curves.exists():
@@ -342,7 +347,7 @@ def _demo(args: DemoArgs) -> int:
 
 def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
-    args.validate()
+    args = args.validate()
     if isinstance(args, TrainArgs):
         return _code(_load("dreamerjax.loop", "train_cli", "train")(args))
     if isinstance(args, EvalArgs):

@@ -45,9 +45,14 @@ def test_parse_train(tmp_path):
     assert isinstance(args, cli.TrainArgs)
     assert args.seeds == (0, 1, 2) and args.steps == 4000 and args.eval_every == 800
     assert args.no_compile_cache and args.tiny and args.env is None
-    assert args.validate() is args
-    assert args.run_overrides() == {"steps": 4000, "eval_every": 800}
-    assert args.run_dir == tmp_path / "run"
+    resolved = args.validate()
+    assert (resolved.env, resolved.size) == ("CartPole-v1", "1m")  # defaults of a new run
+    assert resolved.run_overrides() == {"env": "CartPole-v1", "steps": 4000, "eval_every": 800}
+    assert resolved.run_dir == tmp_path / "run"
+    # with --resume env and size stay unset: the checkpoint's config applies
+    (tmp_path / "old").mkdir()
+    resumed = cli.parse(["train", "--resume", str(tmp_path / "old")]).validate()
+    assert resumed.env is None and resumed.size is None
 
 
 def _train_error(argv, capsys):
@@ -120,6 +125,7 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     assert cli.main(["bench", "--json", "--seeds", "1", "3", "--updates", "5"]) == 0
     kinds = [c[0] for c in calls]
     assert kinds == ["train", "train", "eval", "info", "parity", "compare", "bench"]
+    assert calls[0][1].env == "CartPole-v1" and calls[0][1].size == "1m"
     assert calls[1][1].resume == run and calls[1][1].steps == 40000
     assert calls[2][1] == cli.EvalArgs(run_dir=run, episodes=3)
     assert calls[3][1].size == "12m"
