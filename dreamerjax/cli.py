@@ -324,6 +324,10 @@ def _load(module: str, attr: str, command: str) -> Callable:
     return fn
 
 
+def _str_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
 def _code(result: Any) -> int:
     """Exit status of an implementation's return value (None / non-int -> 0)."""
     if isinstance(result, bool):
@@ -356,10 +360,11 @@ def run(args: Any) -> int:
         return _code(_load("dreamerjax.loop", "info_cli", "info")(args))
     if isinstance(args, ParityArgs):
         return _code(_load("dreamerjax.parity", "main_parity", "parity")(
-            args.directory, args.strict))
+            str(args.directory), args.strict))
     if isinstance(args, CompareArgs):
         return _code(_load("dreamerjax.compare", "compare_main", "compare")(
-            args.run_dir, args.reference, args.out, seeds=None, smoke=args.smoke))
+            str(args.run_dir), _str_or_none(args.reference), _str_or_none(args.out),
+            seeds=None, smoke=args.smoke))
     if isinstance(args, BenchArgs):
         return _code(_load("dreamerjax.bench", "main", "bench")(args))
     if isinstance(args, DemoArgs):

@@ -129,8 +129,8 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     assert calls[1][1].resume == run and calls[1][1].steps == 40000
     assert calls[2][1] == cli.EvalArgs(run_dir=run, episodes=3)
     assert calls[3][1].size == "12m"
-    assert calls[4][1:] == (tmp_path, True)
-    assert calls[5][1:] == (run, tmp_path, None, None, True)
+    assert calls[4][1:] == (str(tmp_path), True)
+    assert calls[5][1:] == (str(run), str(tmp_path), None, None, True)
     assert calls[6][1] == cli.BenchArgs(json=True, seeds=(1, 3), updates=5)
 
 
