@@ -102,6 +102,12 @@ def _float_or_none(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _count_or_none(x: Any) -> int | float | None:
+    """An episode length: int when whole (lengths are counts), else as a float."""
+    x = _float_or_none(x)
+    return int(x) if x is not None and x.is_integer() else x
+
+
 def _mean_or_none(values: Iterable) -> float | None:
     arr = np.asarray(list(values), np.float64)
     if arr.size == 0:
@@ -146,7 +152,7 @@ def record_row(
     Extra key beyond 5.1: eval_lengths (the per-episode lengths).
     """
     returns = None if eval_returns is None else [_float_or_none(r) for r in eval_returns]
-    lengths = None if eval_lengths is None else [_float_or_none(n) for n in eval_lengths]
+    lengths = None if eval_lengths is None else [_count_or_none(n) for n in eval_lengths]
     if retnorm is not None:
         missing = {"lo", "hi", "scale"} - set(retnorm)
         if missing:

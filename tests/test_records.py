@@ -16,7 +16,7 @@ SCHEMA_KEYS = {"side", "seed", "rows", "updates", "eval_mean", "eval_len_mean", 
 
 def _row(**kw):
     args = dict(side="dreamerjax", seed=np.int64(1), rows=2000, updates=np.int32(481),
-                eval_returns=[10.0, 20.0, np.float32(30.0)], eval_lengths=[10, 20, 30],
+                eval_returns=[10.0, 20.0, np.float32(30.0)], eval_lengths=[10.0, 20, 30],
                 s2=float("nan"), train_means={"rec_loss": np.float32(0.5), "bad": math.inf},
                 retnorm={"lo": 0.0, "hi": np.float32(3.0), "scale": 3.0}, wall_s=1.5)
     args.update(kw)
@@ -31,6 +31,7 @@ def test_record_row_schema_and_values():
     assert r["eval_mean"] == pytest.approx(20.0)
     assert r["eval_len_mean"] == pytest.approx(20.0)
     assert r["eval_returns"] == [10.0, 20.0, 30.0]
+    assert r["eval_lengths"] == [10, 20, 30] and type(r["eval_lengths"][0]) is int
     assert r["s2_logged"] is None  # NaN S2 (an env without a finished episode)
     assert r["train"] == {"rec_loss": 0.5, "bad": None}
     assert r["retnorm"] == {"lo": 0.0, "hi": 3.0, "scale": 3.0}
