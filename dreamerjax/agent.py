@@ -11,6 +11,7 @@ import dataclasses
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dreamerjax import nets
@@ -153,7 +154,7 @@ def actor_entropy(dist, spaces: Spaces):
 def actor_entropy_range(cfg: AgentConfig, spaces: Spaces) -> tuple[float, float]:
     """(minent, maxent) used to normalise the entropy into rand/action (nets.py:495-533)."""
     if spaces.act_discrete:
-        return 0.0, float(jnp.log(spaces.act_dim))
+        return 0.0, float(np.log(spaces.act_dim))
     return nm.normal_minmax_entropy(spaces.act_dim, cfg.actor_minstd, cfg.actor_maxstd)
 
 
@@ -417,7 +418,8 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
         "retnorm": retnorm,
         "diag": {
             "traj": traj, "acts": acts, "rew": rew, "con": con, "val": val,
-            "slowval": slowval, "weight": weight, "ret": ret, "offset": roffset,
+            "slowval": slowval, "weight": weight, "critic_logits": critic_logits,
+            "slow_logits": slow_logits, "ret": ret, "offset": roffset,
             "scale": rscale, "adv": adv, "logpi": logpi, "ent": ent,
             "replay_ret": replay_ret if cfg.replay_critic_loss else None,
             "boot": boot if cfg.replay_critic_loss else None,

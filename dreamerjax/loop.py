@@ -104,11 +104,9 @@ def make_setup(config: Config) -> Setup:
 def updates_per_tick(setup: Setup) -> np.ndarray:
     """Updates owed after each tick of the whole run (exact reference schedule)."""
     run = setup.run
-    return np.asarray(schedule_lib.updates_schedule(
-        num_ticks=run.steps // run.num_envs, num_envs=run.num_envs,
-        train_ratio=run.train_ratio, batch_size=run.batch_size,
-        batch_length=run.batch_length, replay_length=run.batch_length + run.replay_context),
-        np.int32)
+    sched = schedule_lib.schedule_from_config(run)
+    ticks = np.arange(run.steps // run.num_envs)
+    return np.asarray(jax.vmap(lambda t: schedule_lib.updates_owed(sched, t))(ticks), np.int32)
 
 
 # ----------------------------------------------------------------------------- per seed
@@ -154,7 +152,8 @@ def init_seed(setup: Setup, key, metric_names: tuple = ()) -> SeedState:
     env_keys = jax.random.split(k_env, run.num_envs)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(env_keys)
     example = _empty_row(setup, jax.tree.map(lambda x: x[0], row))
-    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example)
+    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
+                                    run.batch_length + run.replay_context)
     carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
     zeros = {k: jnp.zeros((), f32) for k in metric_names}
     return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
@@ -367,7 +366,7 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
             if (bad >= 0).any():
                 raise FloatingPointError(
                     f"non-finite loss at update {int(bad[bad >= 0].min())} (seeds "
-                    f"{[s for s, b in zip(seeds, bad) if b >= 0]}); stopped at row "
+                    f"{[s for s, b in zip(seeds, bad, strict=False) if b >= 0]}); stopped at row "
                     f"{rows_done}; the last good checkpoint in {out} is kept")
             wall = time.time() - t0
             recs = []
@@ -420,7 +419,7 @@ def _episodes(ends, seeds, first_tick: int) -> list[dict]:
     env step of tick k ends on row k + 1 of its env (row 0 is the first reset row)."""
     ended = np.asarray(ends.ended)
     out = []
-    for t, i, w in zip(*np.nonzero(ended)):
+    for t, i, w in zip(*np.nonzero(ended), strict=False):
         out.append({
             "seed": int(seeds[i]), "worker": int(w), "row_last": int(first_tick + t + 1),
             "length": int(ends.length[t, i, w]), "score": float(ends.score[t, i, w]),
@@ -523,6 +522,6 @@ def eval_cli(args) -> int:
         raise ValueError(f"no checkpoint in {run_dir}")
     states = ckpt.restore(run_dir, found[0], trainer.init())
     rets, _ = trainer.evaluate(states, 10**6)
-    for seed, r in zip(seeds, np.asarray(rets)):
+    for seed, r in zip(seeds, np.asarray(rets), strict=False):
         print(json.dumps({"seed": seed, "returns": r.tolist(), "mean": float(r.mean())}))
     return 0

@@ -175,7 +175,7 @@ def test_s2_and_s1_of_the_synthetic_set_equal_hand_values(tmp_path):
     rs = compare.load_record_set(make_run(tmp_path / "run"))
     cur = compare.curves(rs, (0, 1, 2), PROTOCOL)
     for s in (0, 1, 2):
-        got = dict(zip(cur[s]["rows"], cur[s]["s2"]))
+        got = dict(zip(cur[s]["rows"], cur[s]["s2"], strict=False))
         for n, want in S2_HAND.items():
             if math.isnan(want):
                 assert math.isnan(got[n]), (s, n)

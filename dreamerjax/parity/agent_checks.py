@@ -35,6 +35,7 @@ class Tol:
     atol: float
     rtol: float
     why: str = "float32"
+    normwise: float = 0.0  # extra atol as a fraction of max |ref| over the whole array
 
 
 # Float32-level tolerances, by kind of quantity. A forward pass through a dozen layers and a
@@ -44,6 +45,22 @@ class Tol:
 TIGHT = Tol(1e-6, 1e-5, "float32, shallow computation")
 DEEP = Tol(1e-5, 1e-4, "float32 through the RSSM scan and heads")
 PARAMS = Tol(1e-7, 1e-6, "float32; one update moves params by <= lr = 4e-5")
+PARAMS_D1 = Tol(4e-7, 1e-6, "update 2 of the plain fixtures: the step (<= lr) inherits the "
+                "moments' D1 difference; 1% of lr")
+UNDERFLOW = Tol(0.0, 1e-2, "g^2 underflows float32: update = g * 1e20 amplifies rounding")
+
+
+def _moment_tol(centered: bool, pre: str) -> Tol:
+    """Optimiser moments hold gradients; elementwise they suffer cancellation (a sum over
+    the batch of terms of both signs), so a normwise term (fraction of the array's largest
+    element) is added. Update 2 of the plain fixtures trains on returns and values whose
+    reference two-hot decode carries O(1) noise on ~1e6 (D1), which reaches the critic and,
+    through the replay critic, the RSSM gradients: measured normwise <= 4.1e-3 there (critic
+    output kernel of ema_u2), against <= 1e-5 in the centered fixtures."""
+    if not centered and "u2" in pre:
+        return Tol(1e-6, 1e-4, "float32 + reference two-hot noise in update 2 (D1)",
+                   normwise=5e-3)
+    return Tol(1e-6, 1e-4, "float32; gradients with cancellation", normwise=1e-5)
 
 
 def nest(flat: dict, prefix: str) -> dict:
@@ -122,10 +139,13 @@ def compare(fixture: str, name: str, ours, ref, tol: Tol, note: str = "") -> Row
     both_nan = np.isnan(ours) & np.isnan(ref)
     diff = np.where(both_nan, 0.0, diff)
     rel = diff / np.maximum(np.abs(ref), 1e-30)
-    ok = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(ref)))
+    scale = float(np.nanmax(np.abs(ref))) if ref.size else 0.0
+    ok = bool(np.all(diff <= tol.atol + tol.normwise * scale + tol.rtol * np.abs(ref)))
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float(np.where(diff == 0, 0.0, rel).max()) if diff.size else 0.0
-    desc = f"atol {tol.atol:g} + rtol {tol.rtol:g} ({tol.why})"
+    desc = f"atol {tol.atol:g} + rtol {tol.rtol:g}"
+    desc += f" + {tol.normwise:g}*max|ref|" if tol.normwise else ""
+    desc += f" ({tol.why})"
     return Row(fixture, name, max_abs, max_rel, desc, ok, note)
 
 
@@ -187,10 +207,26 @@ def _mean_row(fx, name, ours, logits, bins, ref_value) -> Row:
     so it is not the target; its deviation from float64 is printed beside ours."""
     exact = _f64_mean(logits, bins)
     ours = np.asarray(ours, np.float64)
-    row = compare(fx, name + " (vs float64)", ours, exact, DEEP)
+    row = compare(fx, name + " (vs float64)", ours, exact, _sum_bound(logits, bins))
     ref_err = float(np.max(np.abs(np.asarray(ref_value, np.float64) - exact)))
     row.note = f"reference jitted value deviates from float64 by up to {ref_err:.3g}"
     return row
+
+
+def _decode_row(fx, name, ours, logits, bins, ref) -> Row:
+    """Our exact expectation against the reference's jitted one, with the tolerance that a
+    float32 sum of K products p_j * b_j can reach: 2 sqrt(K) eps32 sum_j |p_j b_j|. Outer
+    bins reach 4.85e8, so that is O(1) on the ~1e6 values of the plain fixtures (D1)."""
+    return compare(fx, name + " (vs reference)", ours, ref, _sum_bound(logits, bins))
+
+
+def _sum_bound(logits, bins) -> Tol:
+    lg = np.asarray(logits, np.float64)
+    pr = np.exp(lg - lg.max(-1, keepdims=True))
+    pr /= pr.sum(-1, keepdims=True)
+    mag = (pr * np.abs(np.asarray(bins, np.float64))).sum(-1)
+    bound = 2 * np.sqrt(lg.shape[-1]) * 2.0**-24 * float(mag.max())
+    return Tol(bound, 1e-5, "float32 two-hot summation bound 2 sqrt(K) eps max sum|p b|")
 
 
 def _f64_mean(logits, bins):
@@ -259,11 +295,25 @@ def check_ac(directory: str, centered: bool = False) -> list[Row]:
             compare(fx, "carry_in_stoch", carry["stoch"], d["carry_in_stoch"], TIGHT),
             compare(fx, "carry_in_action", carry["action"], d["carry_in_action"], TIGHT)]
     vt = _value_tol(centered, 1.0)
-    loss_tol = {"actor": vt, "critic": vt, "replay_critic": vt, "reward": DEEP}
+    bins = nm.twohot_bins(cfg.critic.bins)
+    critic_tol = vt if centered else Tol(
+        1e-6, 5e-4, "float32 + targets carry the reference's two-hot noise (D1, measured "
+        "2.4e-4); exact with the reference's targets injected, row below")
+    loss_tol = {"actor": vt, "critic": critic_tol, "replay_critic": vt, "reward": DEEP}
     for k in ("vector", "reward", "cont", "dyn", "rep", "actor", "critic", "replay_critic"):
         rows.append(compare(fx, f"loss_{k}", aux["losses"][k], d[f"loss_{k}"],
                             loss_tol.get(k, DEEP)))
     rows.append(compare(fx, "loss_total", total, d["loss_total"], vt))
+    # The critic loss with the reference's own (noisy) targets injected: isolates the loss
+    # formula from the two-hot decode of its targets (D1).
+    w, ret_ref, slow_ref = (jnp.asarray(d[k]) for k in ("diag_imag_weight", "diag_ret",
+                                                          "diag_imag_slowval"))
+    lg = aux["diag"]["critic_logits"]
+    pad = jnp.concatenate([ret_ref, jnp.zeros_like(ret_ref[:, -1:])], 1)
+    inj = w[:, :-1] * -(nm.twohot_log_prob(lg, pad, bins)
+                        + cfg.slowreg * nm.twohot_log_prob(lg, slow_ref, bins))[:, :-1]
+    rows.append(compare(fx, "loss_critic (reference targets injected)", inj, d["loss_critic"],
+                        DEEP))
     diag = aux["diag"]
     traj = diag["traj"]
     post = aux["post"]
@@ -285,8 +335,14 @@ def check_ac(directory: str, centered: bool = False) -> list[Row]:
         compare(fx, "diag_imag_cont", diag["con"], d["diag_imag_cont"], DEEP),
         compare(fx, "diag_imag_weight", diag["weight"], d["diag_imag_weight"], DEEP),
         compare(fx, "diag_imag_reward", diag["rew"], d["diag_imag_reward"], vt),
-        compare(fx, "diag_imag_val", diag["val"], d["diag_imag_val"], vt),
-        compare(fx, "diag_imag_slowval", diag["slowval"], d["diag_imag_slowval"], vt),
+        _decode_row(fx, "diag_imag_val", diag["val"], diag["critic_logits"], bins,
+                    d["diag_imag_val"]),
+        _decode_row(fx, "diag_imag_slowval", diag["slowval"], diag["slow_logits"], bins,
+                    d["diag_imag_slowval"]),
+        _mean_row(fx, "diag_imag_val", diag["val"], diag["critic_logits"], bins,
+                  d["diag_imag_val"]),
+        _mean_row(fx, "diag_imag_slowval", diag["slowval"], diag["slow_logits"], bins,
+                  d["diag_imag_slowval"]),
         compare(fx, "diag_ret", diag["ret"], d["diag_ret"], vt),
         compare(fx, "diag_ret_offset", diag["offset"], d["diag_ret_offset"], vt),
         compare(fx, "diag_ret_scale", diag["scale"], d["diag_ret_scale"], vt),
@@ -346,20 +402,43 @@ def check_update(directory: str, centered: bool = False) -> list[Row]:
 def _state_rows(fx, pre, state, outs, mets, flat, centered) -> list[Row]:
     rows = []
     ours_params = flatten(state.params)
-    vt = _value_tol(centered, 1.0)
-    for name, value in sorted(ours_params.items()):
-        rows.append(compare(fx, f"{pre}{name}", value, flat[f"{pre}state/agent/{name}"],
-                            PARAMS))
-    for name, value in sorted(flatten(state.slow).items()):
-        rows.append(compare(fx, f"{pre}slowcritic/{name}", value,
-                            flat[f"{pre}state/agent/slowcritic/{name}"], PARAMS))
     nu, mu, rms_count, mom_count = opt_moments(state.opt_state)
+    nu_flat = flatten(nu)
+    prior = [pre] if pre.endswith("u1/") else [pre.replace("u2/", "u1/"), pre]
+
+    def ref_key(tag, name):
+        key = f"{pre}state/optstate/{tag}/agent/{name}"
+        return key if key in flat else f"{pre}state/optstate/{tag}/{name}"
+
+    def split_rows(label, name, ours, ref, tol):
+        """Elements whose squared gradient underflows float32 in the reference (nu == 0
+        with a nonzero update) take the update g / eps = g * 1e20, which amplifies the
+        gradient's last-ulp rounding into visible differences; they are compared apart
+        with a relative tolerance of 1e-2 and counted."""
+        under = np.zeros(np.shape(ref), bool)
+        for p in prior:  # an element that underflowed once carries it in its moments
+            nu_key = ref_key("rms_nu", name).replace(pre, p, 1)
+            under |= (np.asarray(flat[nu_key]) == 0) & (
+                np.asarray(flat[ref_key("mom_mu", name).replace(pre, p, 1)]) != 0)
+        ours, ref = np.asarray(ours), np.asarray(ref)
+        out = [compare(fx, label, np.where(under, ref, ours), ref, tol)]
+        if under.any():
+            out.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
+                               ours[under], ref[under], UNDERFLOW))
+        return out
+
+    pt = PARAMS_D1 if (not centered and "u2" in pre) else PARAMS
+    for name, value in sorted(ours_params.items()):
+        rows += split_rows(f"{pre}{name}", name, value, flat[f"{pre}state/agent/{name}"], pt)
+    for name, value in sorted(flatten(state.slow).items()):
+        rows += split_rows(f"{pre}slowcritic/{name}", f"critic/{name}", value,
+                           flat[f"{pre}state/agent/slowcritic/{name}"], pt)
+    mt = _moment_tol(centered, pre)
     for tag, tree in (("rms_nu", nu), ("mom_mu", mu)):
         for name, value in sorted(flatten(tree).items()):
-            key = f"{pre}state/optstate/{tag}/agent/{name}"
-            if key not in flat:
-                key = f"{pre}state/optstate/{tag}/{name}"
-            rows.append(compare(fx, f"{pre}{tag}/{name}", value, flat[key], vt))
+            rows += split_rows(f"{pre}{tag}/{name}", name, value, flat[ref_key(tag, name)], mt)
+    del nu_flat
+    vt = _value_tol(centered, 1.0)
     rows += [
         compare(fx, f"{pre}rms_count", rms_count, flat[f"{pre}state/optstate/rms_count"], TIGHT),
         compare(fx, f"{pre}mom_count", mom_count, flat[f"{pre}state/optstate/mom_count"], TIGHT),
@@ -385,3 +464,28 @@ def _state_rows(fx, pre, state, outs, mets, flat, centered) -> list[Row]:
     ref_mets = {k[len(pre) + 4:]: flat[k] for k in flat if k.startswith(pre + "met/")}
     rows += _metric_rows(fx, mets, ref_mets, centered)
     return rows
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+def _rows(fn):
+    def check(path):
+        return fn(str(path.parent))
+    return check
+
+
+def _register() -> None:
+    from dreamerjax.parity.fixtures import register, register_companion
+
+    register("wm_loss.npz", _rows(check_wm))
+    register("ac_loss.npz", _rows(lambda d: check_ac(d, False)))
+    register("ac_loss_centered.npz", _rows(lambda d: check_ac(d, True)))
+    register("update.npz", _rows(lambda d: check_update(d, False)))
+    register("update_centered.npz", _rows(lambda d: check_update(d, True)))
+    for name in ("wm_params.npz", "wm_params_init.npz", "ac_params.npz",
+                 "ac_params_centered.npz", "ac_params_init.npz"):
+        register_companion(name)
+
+
+_register()

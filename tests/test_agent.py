@@ -1,0 +1,156 @@
+"""Contracts of the agent: shapes, gradients, learning on a fixed batch, resets, vmap."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dreamerjax import agent as A
+from dreamerjax import nets
+from dreamerjax.config import SIZES, agent_config, tiny_agent_config
+
+VEC = A.Spaces((4,), True, 2)
+
+
+def _batch(key, cfg, spaces, B=3, L=9):
+    ks = jax.random.split(key, 4)
+    act = (jax.random.randint(ks[0], (B, L), 0, spaces.act_dim) if spaces.act_discrete
+           else jax.random.uniform(ks[0], (B, L, spaces.act_dim), minval=-1, maxval=1))
+    is_first = jnp.zeros((B, L), bool).at[:, 1].set(True)
+    is_last = jnp.zeros((B, L), bool).at[0, 5].set(True)
+    return {
+        "obs": jax.random.normal(ks[1], (B, L, *spaces.obs_shape)),
+        "action": act,
+        "reward": jnp.ones((B, L)).at[:, 1].set(0.0),
+        "is_first": is_first, "is_last": is_last, "is_terminal": is_last,
+        "deter": jax.random.normal(ks[2], (B, L, cfg.rssm.deter)),
+        "stoch": jax.random.randint(ks[3], (B, L, cfg.rssm.stoch), 0, cfg.rssm.classes),
+    }
+
+
+def test_reference_param_count_1m_cartpole():
+    """The reference's 1m CartPole agent has 637,511 optimised variables."""
+    p = jax.eval_shape(lambda k: A.init_params(k, agent_config("1m"), VEC),
+                       jax.random.PRNGKey(0))
+    counts = A.param_counts(p)
+    assert counts == {"enc": 8832, "dyn": 364160, "dec": 49796, "rew": 57728, "con": 41153,
+                      "actor": 49666, "critic": 66176, "total": 637511}
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_param_shapes_every_preset(size):
+    cfg = agent_config(size)
+    for spaces in (VEC, A.Spaces((64, 64, 3), True, 6), A.Spaces((3,), False, 1)):
+        p = jax.eval_shape(lambda k, c=cfg, s=spaces: A.init_params(k, c, s),
+                           jax.random.PRNGKey(0))
+        d, g = cfg.rssm.deter, cfg.rssm.blocks
+        assert p["dyn"]["dyncore"]["kernel"].shape == (g, d // g, 3 * d // g)
+        assert p["critic"]["dist"]["out"]["kernel"].shape == (cfg.critic.units, 256)
+        assert p["actor"]["action"]["out"]["kernel"].shape[-1] == spaces.act_dim
+
+
+def test_bad_spaces_are_refused():
+    with pytest.raises(ValueError, match="Unsupported observation shape"):
+        A.Spaces((4, 4), True, 2)
+    with pytest.raises(ValueError, match="Unsupported action space"):
+        A.Spaces((4,), True, 1)
+
+
+def test_two_seeds_differ_and_init_is_deterministic():
+    cfg = tiny_agent_config()
+    a = A.init_params(jax.random.PRNGKey(0), cfg, VEC)
+    b = A.init_params(jax.random.PRNGKey(1), cfg, VEC)
+    a2 = A.init_params(jax.random.PRNGKey(0), cfg, VEC)
+    k = a["dyn"]["dyn0"]["kernel"]
+    assert not np.allclose(k, b["dyn"]["dyn0"]["kernel"])
+    np.testing.assert_array_equal(k, a2["dyn"]["dyn0"]["kernel"])
+    # Zero-initialised outputs (outscale 0) as the reference.
+    assert float(jnp.abs(a["critic"]["dist"]["out"]["kernel"]).max()) == 0.0
+
+
+@pytest.mark.parametrize("spaces", [VEC, A.Spaces((3,), False, 2)], ids=["disc", "cont"])
+def test_update_finite_and_metrics(spaces):
+    cfg = tiny_agent_config()
+    state = A.init(jax.random.PRNGKey(0), cfg, spaces)
+    batch = _batch(jax.random.PRNGKey(1), cfg, spaces)
+    state2, outs, mets = jax.jit(lambda s, b: A.update(s, cfg, spaces, b,
+                                                        jax.random.PRNGKey(2)))(state, batch)
+    for name in ("vector_loss", "reward_loss", "cont_loss", "dyn_loss", "rep_loss",
+                 "actor_loss", "critic_loss", "replay_critic_loss", "ent/action/mean",
+                 "adv/std", "ret/mean", "val/std", "activation/embed", "opt_grad_norm",
+                 "opt_param_norm", "opt_update_norm", "opt_loss"):
+        assert np.isfinite(mets[name]), name
+    assert int(mets["opt_grad_steps"]) == 1
+    assert outs["replay"]["deter"].shape == (3, 8, cfg.rssm.deter)
+    assert outs["replay"]["stoch"].dtype == jnp.int32
+    # Warmup 1000: the first update is exactly zero; the slow critic is a copy.
+    np.testing.assert_array_equal(state2.params["critic"]["h0"]["kernel"],
+                                  state.params["critic"]["h0"]["kernel"])
+    np.testing.assert_array_equal(state2.slow["h0"]["kernel"],
+                                  state2.params["critic"]["h0"]["kernel"])
+
+
+def test_loss_falls_on_fixed_batch():
+    cfg = tiny_agent_config()
+    cfg = dataclasses.replace(cfg, opt=dataclasses.replace(cfg.opt, warmup=0, lr=1e-3))
+    state = A.init(jax.random.PRNGKey(0), cfg, VEC)
+    batch = _batch(jax.random.PRNGKey(1), cfg, VEC)
+    step = jax.jit(lambda s, k: A.update(s, cfg, VEC, batch, k))
+    first = None
+    for i in range(50):
+        state, _, mets = step(state, jax.random.PRNGKey(i))
+        wm = float(mets["vector_loss"] + mets["reward_loss"] + mets["cont_loss"])
+        first = wm if first is None else first
+    assert wm < 0.75 * first, (first, wm)
+
+
+def test_is_first_ignores_the_carry():
+    cfg = tiny_agent_config(sample_mode=True)
+    p = A.init_params(jax.random.PRNGKey(0), cfg, VEC)
+    obs = jnp.ones((2, 4))
+    first = jnp.array([True, True])
+    c0 = A.policy_initial(cfg, VEC, 2)
+    c1 = {"deter": jnp.full_like(c0["deter"], 3.0), "stoch": jnp.ones_like(c0["stoch"]),
+          "action": jnp.ones_like(c0["action"])}
+    key = jax.random.PRNGKey(0)
+    _, a, la = A.policy(p, cfg, VEC, c0, obs, first, key)
+    _, b, lb = A.policy(p, cfg, VEC, c1, obs, first, key)
+    np.testing.assert_array_equal(a["deter"], b["deter"])
+    np.testing.assert_array_equal(la["stoch"], lb["stoch"])
+    _, d, _ = A.policy(p, cfg, VEC, c1, obs, ~first, key)
+    assert not np.allclose(a["deter"], d["deter"])
+
+
+def test_vmap_update_equals_separate_updates():
+    cfg = tiny_agent_config()
+    cfg = dataclasses.replace(cfg, opt=dataclasses.replace(cfg.opt, warmup=0))
+    states = [A.init(jax.random.PRNGKey(s), cfg, VEC) for s in (0, 1)]
+    batches = [_batch(jax.random.PRNGKey(10 + s), cfg, VEC) for s in (0, 1)]
+    keys = [jax.random.PRNGKey(20 + s) for s in (0, 1)]
+    fn = lambda s, b, k: A.update(s, cfg, VEC, b, k)  # noqa: E731
+    stack = lambda xs: jax.tree.map(lambda *v: jnp.stack(v), *xs)  # noqa: E731
+    vs, _, vm = jax.jit(jax.vmap(fn))(stack(states), stack(batches), jnp.stack(keys))
+    for i in range(2):
+        s, _, m = jax.jit(fn)(states[i], batches[i], keys[i])
+        np.testing.assert_allclose(vm["opt_loss"][i], m["opt_loss"], rtol=1e-5)
+        np.testing.assert_allclose(vs.params["dyn"]["dyn0"]["kernel"][i],
+                                   s.params["dyn"]["dyn0"]["kernel"], rtol=1e-5, atol=1e-7)
+
+
+def test_image_encoder_decoder_shapes():
+    cfg = tiny_agent_config()
+    cfg = dataclasses.replace(
+        cfg, enc=dataclasses.replace(cfg.enc, depth=4, mults=(1, 2, 2), minres=4),
+        dec=dataclasses.replace(cfg.dec, depth=4, mults=(1, 2, 2), minres=4))
+    sp = A.Spaces((16, 16, 3), True, 3)
+    p, edim = nets.init_encoder(jax.random.PRNGKey(0), cfg, sp.obs_shape)
+    e = nets.encode(p, cfg, jnp.zeros((2, 5, 16, 16, 3)))
+    assert e.shape == (2, 5, edim)
+    dp = nets.init_decoder(jax.random.PRNGKey(1), cfg, sp.obs_shape)
+    lat = {"deter": jnp.zeros((2, 5, cfg.rssm.deter)),
+           "stoch": jnp.zeros((2, 5, cfg.rssm.stoch, cfg.rssm.classes))}
+    assert nets.decode(dp, cfg, lat).shape == (2, 5, 16, 16, 3)
+    with pytest.raises(ValueError, match="does not reach minres"):
+        nets.init_encoder(jax.random.PRNGKey(0), cfg, (10, 10, 3))
