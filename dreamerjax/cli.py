@@ -221,12 +221,20 @@ class BenchArgs:
     """Numbers of vmapped seeds to time, e.g. --seeds 1 3."""
     updates: int = 50
     """Timed updates per configuration (after compilation)."""
+    warmup: int = 3
+    """Untimed updates before the timed ones."""
+    tiny: bool = False
+    """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
+    out: _path("PATH", "(default: results/bench; nothing written with --tiny)") = None
+    """Folder for bench_<backend>_<date>.json and its README.md table."""
 
     def validate(self) -> BenchArgs:
         if not self.seeds or any(n <= 0 for n in self.seeds):
             raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
         if self.updates <= 0:
             raise ArgumentError(f"--updates must be positive, got {self.updates}")
+        if self.warmup < 0:
+            raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
         return self
 
 

@@ -261,7 +261,17 @@ class Trainer:
         names = self.metric_names
         init_fn = jax.vmap(lambda k: init_seed(setup, k, names))
         self._init = jax.jit(init_fn, out_shardings=self.sharding)
-        self._chunk = jax.jit(lambda st, owed: run_chunk(setup, st, owed), donate_argnums=0)
+        # Pin the seed axis of the chunk's state (and of the episode ends [ticks, seeds, envs])
+        # to the mesh, so every device keeps its own seeds through the whole chunk.
+        shard = {}
+        if self.sharding is not None:
+            mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
+            owed_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
+            ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
+            shard = {"in_shardings": (self.sharding, owed_sh),
+                     "out_shardings": (self.sharding, ends_sh)}
+        self._chunk = jax.jit(lambda st, owed: run_chunk(setup, st, owed), donate_argnums=0,
+                              **shard)
         eps = setup.run.eval_episodes
         self._eval = jax.jit(jax.vmap(lambda p, k: evaluate(setup, p, k, eps)))
 

@@ -1,0 +1,93 @@
+"""`dreamerjax bench` on the tiny network: the JSON it prints and the files it writes.
+No timing is asserted, only that every figure is there, finite and positive."""
+
+import json
+import math
+import types
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dreamerjax import bench
+
+KEYS = ("seconds_per_update_per_seed", "compile_seconds_cold", "compile_seconds_warm",
+        "flops_per_update", "flops_per_update_xla", "achieved_flops_per_s",
+        "matmul_peak_flops_per_s", "efficiency", "rows_per_s_no_update", "peak_rss_mib")
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=3, warmup=1,
+                                 out=out)
+    capture = pytest.MonkeyPatch()
+    lines = []
+    capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    try:
+        code = bench.main(args)
+    finally:
+        capture.undo()
+    return code, lines, out
+
+
+def _positive(x):
+    return isinstance(x, int | float) and math.isfinite(x) and x > 0
+
+
+def test_json_has_every_figure(smoke):
+    code, lines, _ = smoke
+    assert code == 0
+    assert len(lines) == 1  # exactly one JSON object on stdout
+    r = json.loads(lines[0])
+    assert set(KEYS) <= set(r)
+    for k in KEYS[1:]:
+        assert _positive(r[k]), k
+    s = r["seconds_per_update_per_seed"]
+    assert list(s) == ["1"]
+    assert s["1"]["n"] == 3
+    assert all(_positive(s["1"][q]) for q in ("median", "p10", "p90"))
+    assert s["1"]["p10"] <= s["1"]["median"] <= s["1"]["p90"]
+    assert r["efficiency"] == pytest.approx(r["achieved_flops_per_s"]
+                                            / r["matmul_peak_flops_per_s"])
+    # XLA counts each scan body once; the unrolled count sees all 64 + 15 steps.
+    assert r["flops_per_update"] > r["flops_per_update_xla"]
+    assert r["machine"]["backend"] == jax.default_backend()
+    assert r["config"]["size"] == "tiny"
+
+
+def test_warm_compile_reads_the_cold_cache(smoke):
+    r = json.loads(smoke[1][0])
+    assert r["compile_by_seeds"]["cold"]["1"]["cache_hits"] == 0
+    assert r["compile_by_seeds"]["warm"]["1"]["cache_hits"] > 0
+
+
+def test_results_written(smoke):
+    _, lines, out = smoke
+    files = sorted(p.name for p in out.iterdir())
+    assert "README.md" in files
+    [name] = [f for f in files if f.startswith("bench_") and f.endswith(".json")]
+    assert json.loads((out / name).read_text()) == json.loads(lines[0])
+    md = (out / "README.md").read_text()
+    assert "| s / update / seed, 1 seed |" in md
+    assert "dreamerjax bench --json --tiny" in md
+    assert "1.9 (p10 1.7, p90 2.2)" in md  # the reference's anchor beside ours
+
+
+def test_unrolled_scans_restore_scan():
+    orig = jax.lax.scan
+    with bench.unrolled_scans():
+        assert jax.lax.scan is not orig
+        y = jax.lax.scan(lambda c, x: (c + x, c), 0.0, jnp.arange(4.0))
+    assert jax.lax.scan is orig
+    assert float(y[0]) == 6.0
+
+
+def test_analytic_flops_scale_with_horizon():
+    setup = bench.make_setup(tiny=True)
+    a = bench.analytic_flops(setup)
+    assert _positive(a["imagination"]) and _positive(a["observe_fwd_bwd"])
+    import dataclasses
+    longer = dataclasses.replace(setup, config=dataclasses.replace(
+        setup.config, agent=dataclasses.replace(setup.config.agent, imag_length=30)))
+    assert bench.analytic_flops(longer)["imagination"] > 1.9 * a["imagination"]

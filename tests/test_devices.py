@@ -1,0 +1,108 @@
+"""Seeds sharded over devices: 2 seeds on 2 (forced host) devices give the records of 1 device,
+the state lives sharded on a 'seed' mesh axis, and the chunk never gathers it."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# XLA_FLAGS must be set before jax is imported, so the run happens in a fresh interpreter.
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import jax
+    import jax.numpy as jnp
+    from dreamerjax import loop
+
+    out = sys.argv[1]
+    specs = lambda tree: sorted({json.dumps(list(x.sharding.spec)) for x in jax.tree.leaves(tree)})
+    # A private persistent cache: the Trainer built below for the sharding checks then
+    # reuses the chunk that train(devices=2) compiled instead of compiling it again.
+    jax.config.update("jax_compilation_cache_dir", os.path.join(out, "cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    cfg = loop.make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
+                           eval_episodes=2)
+    res = {"device_count": jax.device_count()}
+    for d in (2, 1):
+        res[f"records_{d}"] = loop.train(cfg, (0, 1), os.path.join(out, f"d{d}"), devices=d,
+                                         progress=False, compile_cache=False)
+
+    tr = loop.Trainer(loop.make_setup(cfg), (0, 1), devices=2)
+    st = tr.init()
+    res["init_shardings"] = specs(st)
+    res["init_mesh"] = [dict(tr.sharding.mesh.shape), list(tr.sharding.mesh.axis_names)]
+    res["init_devices"] = sorted({len(x.sharding.device_set) for x in jax.tree.leaves(st)})
+    res["shard_rows"] = sorted({s.data.shape[0] for x in jax.tree.leaves(st)
+                                for s in x.addressable_shards})
+    owed = jnp.asarray(tr.owed[:tr.setup.ticks_per_log])
+    compiled = tr._chunk.lower(st, owed).compile()
+    hlo = compiled.as_text()
+    res["collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
+                                        "collective-permute", "reduce-scatter") if op in hlo]
+    st2, ends = compiled(st, owed)
+    res["chunk_shardings"] = specs(st2)
+    res["ends_shardings"] = specs(ends)
+    print(json.dumps(res))
+""")
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("devices")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _strip(records):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
+
+
+def _same(a, b, path=""):
+    """Equal structure, equal ints/bools/strings; floats equal to float32 rounding. One
+    device runs both seeds as a vmapped batch of 2, two devices a batch of 1 each, and XLA
+    may order a float32 reduction differently for the two shapes; measured differences
+    are below 3e-6 relative (window means of 25 updates)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _same(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-9), path
+    else:
+        assert a == b and type(a) is type(b), path
+
+
+def test_two_devices_give_the_records_of_one(result):
+    assert result["device_count"] == 2
+    two, one = _strip(result["records_2"]), _strip(result["records_1"])
+    assert [(r["seed"], r["rows"]) for r in two] == [(0, 1088), (1, 1088)]
+    assert two[0]["updates"] > 0  # the gate opened, so updates ran on both devices
+    # What the run decides by (episodes, evaluation, counts) is identical.
+    for r2, r1 in zip(two, one, strict=True):
+        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
+            assert r2[k] == r1[k], k
+    _same(two, one)
+
+
+def test_state_is_sharded_over_the_seed_axis(result):
+    assert result["init_mesh"] == [{"seed": 2}, ["seed"]]
+    assert result["init_shardings"] == ['["seed"]']
+    assert result["init_devices"] == [2]
+    assert result["shard_rows"] == [1]  # each device holds one seed of every leaf
+
+
+def test_chunk_keeps_seeds_sharded_without_collectives(result):
+    assert result["chunk_shardings"] == ['["seed"]']
+    assert result["ends_shardings"] == ['[null, "seed"]']
+    assert result["collectives"] == []
