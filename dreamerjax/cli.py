@@ -400,6 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandUnavailable as e:
         print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
         return 1
+    except (ValueError, FloatingPointError) as e:
+        # Bad input found by the implementation (unknown env, impossible config, a
+        # checkpoint of another config, a non-finite loss): a message, not a traceback.
+        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 3
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import json
 import os
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -81,3 +82,25 @@ def test_bad_config_is_refused_before_compiling():
         loop.make_setup(loop.make_config("CartPole-v1", tiny=True, steps=1200, eval_every=410))
     with pytest.raises(ValueError, match="shorter than one batch"):
         loop.make_setup(loop.make_config("CartPole-v1", tiny=True, steps=320, eval_every=160))
+
+
+def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+    from dreamerjax import agent as agent_lib
+    from dreamerjax import checkpoint as ckpt
+
+    real = agent_lib.update
+
+    def poisoned(state, cfg, spaces, batch, key):
+        new, outs, mets = real(state, cfg, spaces, batch, key)
+        mets = dict(mets)
+        bad = state.step >= 3
+        mets["opt_loss"] = jnp.where(bad, jnp.nan, mets["opt_loss"])
+        return new, outs, mets
+
+    monkeypatch.setattr(loop.agent_lib, "update", poisoned)
+    out = str(tmp_path / "nan")
+    with pytest.raises(FloatingPointError, match="update 3"):
+        loop.train(_cfg(), (0,), out, progress=False, compile_cache=False)
+    index, meta = ckpt.latest(out)
+    assert meta["rows"] == 800
+    assert len(_read(os.path.join(out, "records.jsonl"))) == 2

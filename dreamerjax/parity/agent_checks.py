@@ -47,7 +47,8 @@ DEEP = Tol(1e-5, 1e-4, "float32 through the RSSM scan and heads")
 PARAMS = Tol(1e-7, 1e-6, "float32; one update moves params by <= lr = 4e-5")
 PARAMS_D1 = Tol(4e-7, 1e-6, "update 2 of the plain fixtures: the step (<= lr) inherits the "
                 "moments' D1 difference; 1% of lr")
-UNDERFLOW = Tol(0.0, 1e-2, "g^2 underflows float32: update = g * 1e20 amplifies rounding")
+UNDERFLOW = Tol(0.0, 5e-2, "g^2 underflows float32: update = g * 1e20 amplifies rounding "
+                "of a ~1e-20 gradient; measured 5.7e-4 and 1.4e-2 in two builds")
 
 
 def _moment_tol(centered: bool, pre: str) -> Tol:
@@ -55,11 +56,13 @@ def _moment_tol(centered: bool, pre: str) -> Tol:
     the batch of terms of both signs), so a normwise term (fraction of the array's largest
     element) is added. Update 2 of the plain fixtures trains on returns and values whose
     reference two-hot decode carries O(1) noise on ~1e6 (D1), which reaches the critic and,
-    through the replay critic, the RSSM gradients: measured normwise <= 4.1e-3 there (critic
-    output kernel of ema_u2), against <= 1e-5 in the centered fixtures."""
+    through the replay critic, the RSSM gradients. That difference is chaotic: two builds of
+    ours that differ only in the summation order of one RSSM layer measured normwise 4.1e-3
+    and 6.1e-3 at most (critic output kernel), against <= 1e-5 in the centered fixtures,
+    where the same update-2 code is checked tightly."""
     if not centered and "u2" in pre:
         return Tol(1e-6, 1e-4, "float32 + reference two-hot noise in update 2 (D1)",
-                   normwise=5e-3)
+                   normwise=2e-2)
     return Tol(1e-6, 1e-4, "float32; gradients with cancellation", normwise=1e-5)
 
 
@@ -358,6 +361,10 @@ def check_ac(directory: str, centered: bool = False) -> list[Row]:
 
 
 def _metric_tol(name: str, centered: bool) -> Tol:
+    if name == "opt_update_norm":
+        # The global update norm includes the nu-underflow elements (UNDERFLOW), whose step
+        # lr * g * 1e20 is ~80x a normal step, so their rounding shows here (measured 2.5e-3).
+        return Tol(1e-6, 1e-2, "includes nu-underflow elements' steps (UNDERFLOW)")
     value_like = ("adv/", "rew/", "val/", "ret/", "ret_normed/", "replay_ret/", "td_error",
                   "pred_rew/", "actor_loss", "critic_loss", "replay_critic_loss",
                   "rewstats/pred", "opt_loss", "opt_grad_norm")
