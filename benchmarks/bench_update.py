@@ -1,0 +1,13 @@
+"""Time the 1m CartPole update: `python benchmarks/bench_update.py [--seeds 1 3] [--updates 50]`.
+
+The same as `dreamerjax bench --json ...` (dreamerjax/bench.py): prints one JSON object and
+writes results/bench/bench_<backend>_<date>.json and results/bench/README.md.
+"""
+
+import sys
+
+from dreamerjax import cli
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    sys.exit(cli.main(["bench", *(["--json"] if "--json" not in argv else []), *argv]))
