@@ -40,7 +40,8 @@ class SeedState:
     row: dict  # the current row of every env, [num_envs, ...]
     carry: dict  # policy carry {deter, stoch, action}, [num_envs, ...]
     key: jax.Array
-    wmean: dict  # per-metric running means over the current log window (NaN skipped)
+    msum: dict  # per-metric running MEANS over the log window (NaN skipped; the name is kept
+    #             so that checkpoints stay restorable)
     mcount: dict  # per-metric finite counts over the window
     bad_update: jax.Array  # int32: first update index with a non-finite loss, -1 if none
     updates: jax.Array  # int32: updates done
@@ -157,7 +158,7 @@ def init_seed(setup: Setup, key, metric_names: tuple = ()) -> SeedState:
     carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
     zeros = {k: jnp.zeros((), f32) for k in metric_names}
     return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
-                     key=k_run, wmean=zeros, mcount=dict(zeros),
+                     key=k_run, msum=zeros, mcount=dict(zeros),
                      bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
 
 
@@ -193,11 +194,11 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
     # would lose the last digits of large metrics such as opt_param_count.
     finite = {k: jnp.isfinite(v) for k, v in mets.items()}
     mcount = {k: s.mcount[k] + finite[k].astype(f32) for k in s.mcount}
-    wmean = {k: jnp.where(finite[k], s.wmean[k] + (mets[k].astype(f32) - s.wmean[k])
-                         / jnp.maximum(mcount[k], 1.0), s.wmean[k]) for k in s.wmean}
+    msum = {k: jnp.where(finite[k], s.msum[k] + (mets[k].astype(f32) - s.msum[k])
+                         / jnp.maximum(mcount[k], 1.0), s.msum[k]) for k in s.msum}
     ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])
     bad = jnp.where((s.bad_update < 0) & ~ok, s.updates, s.bad_update)
-    return s.replace(agent=agent_state, replay=replay, key=key, wmean=wmean, mcount=mcount,
+    return s.replace(agent=agent_state, replay=replay, key=key, msum=msum, mcount=mcount,
                      bad_update=bad, updates=s.updates + 1)
 
 
@@ -320,12 +321,12 @@ def _window(states: SeedState, names, i: int) -> dict:
     out = {}
     for k in names:
         c = float(states.mcount[k][i])
-        out[k] = float(states.wmean[k][i]) if c > 0 else None
+        out[k] = float(states.msum[k][i]) if c > 0 else None
     return out
 
 
 def _reset_windows(states: SeedState) -> SeedState:
-    return states.replace(wmean=jax.tree.map(jnp.zeros_like, states.wmean),
+    return states.replace(msum=jax.tree.map(jnp.zeros_like, states.msum),
                           mcount=jax.tree.map(jnp.zeros_like, states.mcount))
 
 
