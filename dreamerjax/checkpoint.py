@@ -20,7 +20,7 @@ from typing import Any
 
 import jax
 
-from dreamerjax.records import to_jsonable
+from dreamerjax.records import flatten, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
 KEEP = 2
@@ -156,15 +156,9 @@ def restore(run_dir: str | os.PathLike, index: int, target_state: Any) -> Any:
     return out["state"]
 
 
-def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = list(v) if isinstance(v, tuple) else v
-    return out
+def _flatten(d: Mapping) -> dict[str, Any]:
+    """Config dict -> {'run.steps': ...}; tuples compare equal to the lists JSON gives."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in flatten(d, ".").items()}
 
 
 def _replay_rows(flat: Mapping) -> Any:

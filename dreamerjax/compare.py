@@ -850,14 +850,9 @@ def _cell(s: Summary3 | None) -> str:
 
 
 def _jsonable(x: Any) -> Any:
-    """Strict JSON: non-finite floats become null; int dict keys become strings."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
+    """Strict JSON: non-finite floats become null; dict keys become strings."""
+    from dreamerjax.records import to_jsonable
+    return to_jsonable(x)
 
 
 @dataclass(frozen=True)

@@ -115,12 +115,13 @@ def _mean_or_none(values: Iterable) -> float | None:
     return _float_or_none(arr.mean())
 
 
-def _flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
+def flatten(d: Mapping, sep: str = "/", prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a/b': 1}: nested mappings to one level of joined keys."""
     out = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "/"))
+            out.update(flatten(v, sep, key + sep))
         else:
             out[key] = v
     return out
@@ -423,7 +424,7 @@ class RunWriter:
             logdir = self.run_dir / TB_DIR / f"seed_{int(seed)}"
             writer = SummaryWriter(logdir=str(logdir), purge_step=self._purge_step)
             self._tb[int(seed)] = writer
-        for tag, value in _flatten(scalars).items():
+        for tag, value in flatten(scalars).items():
             if value is None:
                 continue
             writer.add_scalar(tag, float(np.asarray(value)), global_step=int(step))

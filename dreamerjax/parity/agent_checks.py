@@ -20,6 +20,7 @@ import yaml
 
 from dreamerjax import agent as agent_lib
 from dreamerjax import numerics as nm
+from dreamerjax import records
 from dreamerjax.config import AgentConfig, tiny_agent_config
 from dreamerjax.normalize import RetNormState
 from dreamerjax.optim import opt_moments
@@ -80,14 +81,9 @@ def nest(flat: dict, prefix: str) -> dict:
     return out
 
 
-def flatten(tree: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in tree.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}/"))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+def flatten(tree: dict) -> dict:
+    """params[module][...] -> {'module/.../kernel': array}, the reference's key layout."""
+    return records.flatten(tree, "/")
 
 
 def fixture_config(directory: str, name: str) -> AgentConfig:
@@ -410,7 +406,6 @@ def _state_rows(fx, pre, state, outs, mets, flat, centered) -> list[Row]:
     rows = []
     ours_params = flatten(state.params)
     nu, mu, rms_count, mom_count = opt_moments(state.opt_state)
-    nu_flat = flatten(nu)
     prior = [pre] if pre.endswith("u1/") else [pre.replace("u2/", "u1/"), pre]
 
     def ref_key(tag, name):
@@ -444,7 +439,6 @@ def _state_rows(fx, pre, state, outs, mets, flat, centered) -> list[Row]:
     for tag, tree in (("rms_nu", nu), ("mom_mu", mu)):
         for name, value in sorted(flatten(tree).items()):
             rows += split_rows(f"{pre}{tag}/{name}", name, value, flat[ref_key(tag, name)], mt)
-    del nu_flat
     vt = _value_tol(centered, 1.0)
     rows += [
         compare(fx, f"{pre}rms_count", rms_count, flat[f"{pre}state/optstate/rms_count"], TIGHT),
