@@ -82,28 +82,25 @@ def twohot_bins(n: int = 255) -> jax.Array:
 def twohot_log_prob(logits: jax.Array, x: jax.Array, bins: jax.Array) -> jax.Array:
     """log p(x) of a two-hot distribution: logits `[..., K]`, x `[...]` -> `[...]`.
 
-    Same semantics as the reference (jaxutils.py:255-274): the neighbours are found by
-    counting bins (so values beyond the outer bins clip to them), a value exactly on a
-    bin puts weight 1 on it, and the target weights are mixed with log_softmax computed
-    as `logits - logsumexp(logits)`.
+    Semantics of the reference (jaxutils.py:255-274): x is split between its two
+    neighbouring bins, each weighted by the distance to the other one; the neighbours are
+    located by counting bins, so targets beyond the outer bins put all weight on the outer
+    bin, and a target exactly on a bin puts all weight on it. The log-probabilities are
+    `logits - logsumexp(logits)` as there; the two weighted terms are gathered instead of
+    summed over a K-wide target vector (the other K - 2 terms are exact zeros).
     """
     k = bins.shape[0]
     assert logits.shape[-1] == k, (logits.shape, k)
-    below = jnp.sum((bins <= x[..., None]).astype(jnp.int32), -1) - 1
-    above = k - jnp.sum((bins > x[..., None]).astype(jnp.int32), -1)
-    below = jnp.clip(below, 0, k - 1)
-    above = jnp.clip(above, 0, k - 1)
-    equal = below == above
-    dist_to_below = jnp.where(equal, 1, jnp.abs(bins[below] - x))
-    dist_to_above = jnp.where(equal, 1, jnp.abs(bins[above] - x))
-    total = dist_to_below + dist_to_above
-    weight_below = dist_to_above / total
-    weight_above = dist_to_below / total
-    target = (
-        jax.nn.one_hot(below, k) * weight_below[..., None]
-        + jax.nn.one_hot(above, k) * weight_above[..., None])
-    log_pred = logits - jax.scipy.special.logsumexp(logits, -1, keepdims=True)
-    return jnp.sum(target * log_pred, -1)
+    xs = x[..., None]
+    left = jnp.clip(jnp.sum(bins <= xs, -1, dtype=jnp.int32) - 1, 0, k - 1)
+    right = jnp.clip(k - jnp.sum(bins > xs, -1, dtype=jnp.int32), 0, k - 1)
+    on_bin = left == right
+    to_left = jnp.where(on_bin, 1.0, jnp.abs(bins[left] - x))
+    to_right = jnp.where(on_bin, 1.0, jnp.abs(bins[right] - x))
+    span = to_left + to_right
+    logp = logits - jax.scipy.special.logsumexp(logits, -1, keepdims=True)
+    at = lambda i: jnp.take_along_axis(logp, i[..., None], -1)[..., 0]  # noqa: E731
+    return (to_right / span) * at(left) + (to_left / span) * at(right)
 
 
 def twohot_mean(logits: jax.Array, bins: jax.Array) -> jax.Array:

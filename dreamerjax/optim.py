@@ -204,8 +204,9 @@ def slow_update(
     copies the critic and later calls mix in `fraction` every `period` updates.
     Returns (new_slow_params, count + 1).
     """
-    need_init = (updates_count == 0).astype(f32)
-    need_update = (updates_count % period == 0).astype(f32)
-    mix = jnp.clip(1.0 * need_init + fraction * need_update, 0, 1)
-    new_slow = jax.tree.map(lambda s, d: mix * s + (1 - mix) * d, params, slow_params)
-    return new_slow, updates_count + 1
+    first = updates_count == 0
+    due = updates_count % period == 0
+    # The first call copies outright; afterwards blend in `fraction` when due.
+    weight = jnp.where(first, 1.0, jnp.where(due, jnp.float32(fraction), 0.0)).astype(f32)
+    blend = lambda new, old: weight * new + (1 - weight) * old  # noqa: E731
+    return jax.tree.map(blend, params, slow_params), updates_count + 1
