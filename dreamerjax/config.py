@@ -187,6 +187,20 @@ SIZES: dict[str, dict] = {
 }
 
 
+def _resized(deter: int, hidden: int, classes: int, units: int, depth: int,
+             stoch: int | None = None) -> AgentConfig:
+    """The reference defaults with the RSSM, MLP widths and CNN depth replaced."""
+    base = AgentConfig()
+    rep = dataclasses.replace
+    rssm = rep(base.rssm, deter=deter, hidden=hidden, classes=classes)
+    if stoch is not None:
+        rssm = rep(rssm, stoch=stoch)
+    heads = {k: rep(getattr(base, k), units=units)
+             for k in ("rewhead", "conhead", "actor", "critic")}
+    return rep(base, rssm=rssm, enc=rep(base.enc, units=units, depth=depth),
+               dec=rep(base.dec, units=units, depth=depth), **heads)
+
+
 def agent_config(size: str = "200m", **overrides) -> AgentConfig:
     """The reference's default agent config resized to a preset.
 
@@ -194,37 +208,14 @@ def agent_config(size: str = "200m", **overrides) -> AgentConfig:
     """
     if size not in SIZES:
         raise ValueError(f"Unknown model size {size!r}; known sizes: {', '.join(SIZES)}")
-    s = SIZES[size]
-    base = AgentConfig()
-    rep = dataclasses.replace
-    cfg = rep(
-        base,
-        rssm=rep(base.rssm, deter=s["deter"], hidden=s["hidden"], classes=s["classes"]),
-        enc=rep(base.enc, units=s["units"], depth=s["depth"]),
-        dec=rep(base.dec, units=s["units"], depth=s["depth"]),
-        rewhead=rep(base.rewhead, units=s["units"]),
-        conhead=rep(base.conhead, units=s["units"]),
-        actor=rep(base.actor, units=s["units"]),
-        critic=rep(base.critic, units=s["units"]),
-    )
-    return rep(cfg, **overrides)
+    return dataclasses.replace(_resized(**SIZES[size]), **overrides)
 
 
 def tiny_agent_config(**overrides) -> AgentConfig:
     """The fixtures' tiny config: deter 64, hidden 16, classes 4, stoch 4, units 16."""
-    base = AgentConfig()
-    rep = dataclasses.replace
-    cfg = rep(
-        base,
-        rssm=rep(base.rssm, deter=64, hidden=16, classes=4, stoch=4),
-        enc=rep(base.enc, units=16),
-        dec=rep(base.dec, units=16),
-        rewhead=rep(base.rewhead, units=16),
-        conhead=rep(base.conhead, units=16),
-        actor=rep(base.actor, units=16),
-        critic=rep(base.critic, units=16),
-    )
-    return rep(cfg, **overrides)
+    tiny = _resized(deter=64, hidden=16, classes=4, units=16,
+                    depth=AgentConfig().enc.depth, stoch=4)
+    return dataclasses.replace(tiny, **overrides)
 
 
 def from_dict(d: dict) -> Config:
