@@ -58,12 +58,22 @@ def init_block_linear(key, din: int, dout: int, groups: int, outscale=1.0, norm=
     return p
 
 
+def grouped_matmul(x: jnp.ndarray, kernel: jnp.ndarray) -> jnp.ndarray:
+    """x [..., G * I] @ block-diagonal kernel [G, I, O] -> [..., G * O].
+
+    One plain matmul per group, concatenated. A batched einsum over the group axis is the
+    same products, but XLA:CPU then lays its output out group-major with the batch axis
+    minor, and every consumer pays a transposing copy (in the imagination scan that copy
+    cost more than the matmuls themselves).
+    """
+    g, i, _ = kernel.shape
+    outs = [x[..., j * i:(j + 1) * i] @ kernel[j] for j in range(g)]
+    return jnp.concatenate(outs, -1)
+
+
 def block_linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
     """x [..., G * I] -> [..., G * O]; each group multiplies its own block."""
-    g, i, o = p["kernel"].shape
-    x = x.reshape((*x.shape[:-1], g, i))
-    x = jnp.einsum("...gi,gio->...go", x, p["kernel"])
-    x = x.reshape((*x.shape[:-2], g * o)) + p["bias"]
+    x = grouped_matmul(x, p["kernel"]) + p["bias"]
     if "norm" in p:
         x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
@@ -137,26 +147,31 @@ def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
     x1 = linear(p["dynin1"], stoch)
     x2 = linear(p["dynin2"], action)
     x = jnp.concatenate([x0, x1, x2], -1)
-    b = x.shape[0]
     # Each group's input is [its deter block, x]; x is shared by all groups, so its part of
     # the first block-linear layer is one dense matmul instead of g copies of x (same
     # products, 1.7x faster on CPU than broadcasting x to every group).
     p0 = p["dyn0"]
     k = p0["kernel"]  # [g, D/g + 3H, O/g]
     dg = deter.shape[-1] // g
-    hd = jnp.einsum("bgi,gio->bgo", deter.reshape((b, g, dg)), k[:, :dg])
+    hd = grouped_matmul(deter, k[:, :dg])
     wx = jnp.transpose(k[:, dg:], (1, 0, 2)).reshape((x.shape[-1], -1))
-    x = hd.reshape((b, -1)) + x @ wx + p0["bias"]
+    x = hd + x @ wx + p0["bias"]
     x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"]))
     for i in range(1, cfg.dynlayers):
         x = block_linear(p[f"dyn{i}"], x)
-    x = block_linear(p["dyncore"], x)
-    x = x.reshape((b, g, -1))
-    reset, cand, update = [y.reshape((b, -1)) for y in jnp.split(x, 3, -1)]
-    reset = jax.nn.sigmoid(reset)
-    cand = jnp.tanh(reset * cand)
-    update = jax.nn.sigmoid(update - 1)
-    return update * cand + (1 - update) * deter
+    # dyncore and the gates group by group: group j's output holds its [reset, cand,
+    # update] blocks, which gate deter block j. One fusion per group reads contiguous
+    # memory (1.3x faster over the imagination scan than gating the concatenated output).
+    kc, bc = p["dyncore"]["kernel"], p["dyncore"]["bias"]
+    i, o = kc.shape[1], kc.shape[2] // 3
+    new = []
+    for j in range(g):
+        y = x[:, j * i:(j + 1) * i] @ kc[j] + bc[j * 3 * o:(j + 1) * 3 * o]
+        reset = jax.nn.sigmoid(y[:, :o])
+        cand = jnp.tanh(reset * y[:, o:2 * o])
+        update = jax.nn.sigmoid(y[:, 2 * o:] - 1)
+        new.append(update * cand + (1 - update) * deter[:, j * o:(j + 1) * o])
+    return jnp.concatenate(new, -1)
 
 
 def _logit(p: dict, cfg: RSSMConfig, x):

@@ -103,26 +103,42 @@ def twohot_log_prob(logits: jax.Array, x: jax.Array, bins: jax.Array) -> jax.Arr
     return (to_right / span) * at(left) + (to_left / span) * at(right)
 
 
+@jax.custom_jvp
 def twohot_mean(logits: jax.Array, bins: jax.Array) -> jax.Array:
     """Exact expectation sum_j softmax(logits)_j * bins_j: `[..., K]` -> `[...]`.
 
     Written for antisymmetric bins (`twohot_bins`) in mirror-difference form:
     with m = (K-1)//2 the centre (bins[m] == 0),
-        mean = sum_j (p[m+1+j] - p[m-1-j]) * bins[m+1+j].
-    Mirror-equal probabilities cancel before any multiplication, so mirror-symmetric
-    logits give exactly 0.0 however XLA fuses the reduction. The reference's pair sum
-    (jaxutils.py:226-243) is exact only op by op; under jit XLA contracts each mirror pair
-    into a fused multiply-add and it returns noise of up to ~0.3 when the outer bins
-    (|b| up to 4.85e8) carry mass. See docs/deviations.md D1.
+        mean = sum_j (p[m+1+j] - p[m-1-j]) * bins[m+1+j],
+    where a pair whose logits are equal contributes exactly 0 (a select on the logits,
+    not the difference of two computed probabilities: XLA:CPU may evaluate exp on the two
+    halves of one softmax with different code, vector body and scalar tail, so equal
+    logits need not give bitwise-equal probabilities). Mirror-symmetric logits therefore
+    give exactly 0.0 whatever XLA fuses. The reference's pair sum (jaxutils.py:226-243)
+    is exact only op by op; under jit XLA contracts each mirror pair into a fused
+    multiply-add and it returns noise of up to ~0.3 when the outer bins (|b| up to
+    4.85e8) carry mass. See docs/deviations.md D1.
     """
     k = logits.shape[-1]
     if k % 2 != 1 or bins.shape[-1] != k:
         raise ValueError(f"twohot_mean needs an odd number of bins, got {k} / {bins.shape}")
     m = (k - 1) // 2
     probs = jax.nn.softmax(logits, -1)
-    upper = probs[..., m + 1:]
-    lower = probs[..., :m][..., ::-1]
-    return jnp.sum((upper - lower) * bins[m + 1:], -1)
+    mirror = lambda x: x[..., :m][..., ::-1]  # noqa: E731
+    diff = probs[..., m + 1:] - mirror(probs)
+    diff = jnp.where(logits[..., m + 1:] == mirror(logits), 0.0, diff)
+    return jnp.sum(diff * bins[m + 1:], -1)
+
+
+@twohot_mean.defjvp
+def _twohot_mean_jvp(primals, tangents):
+    # d mean = sum_j p_j (b_j - mean) dlogit_j + sum_j p_j dbins_j (the select is flat).
+    logits, bins = primals
+    dlogits, dbins = tangents
+    mean = twohot_mean(logits, bins)
+    probs = jax.nn.softmax(logits, -1)
+    dmean = jnp.sum(probs * (bins - mean[..., None]) * dlogits, -1)
+    return mean, dmean + jnp.sum(probs * dbins, -1)
 
 
 def twohot_mode(logits: jax.Array, bins: jax.Array) -> jax.Array:

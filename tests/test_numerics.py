@@ -105,6 +105,35 @@ def test_twohot_mean_exactly_zero_for_mirror_logits_under_jit():
     assert np.all(np.asarray(mean2) == 0.0)
 
 
+def test_twohot_mean_exactly_zero_for_mirror_logits_at_training_shapes():
+    # The imagined critic values: [1024 starts, 16 steps, 255 bins], next to other work
+    # in one program; one row in 8 mirror-symmetric.
+    bins = nx.twohot_bins()
+    half = jax.random.normal(jax.random.PRNGKey(1), (1024, 16, 128)) * 3.0
+    mirror = jnp.concatenate([half, half[..., :-1][..., ::-1]], -1)
+    noise = jax.random.normal(jax.random.PRNGKey(2), mirror.shape)
+    sym = (jnp.arange(1024) % 8 == 0)[:, None, None]
+    logits = jnp.where(sym, mirror, mirror + noise)
+
+    @jax.jit
+    def f(lg):
+        return nx.twohot_mean(lg, bins), jax.nn.logsumexp(lg, -1)
+
+    mean = np.asarray(f(logits)[0])
+    assert np.all(mean[::8] == 0.0)
+    assert np.all(mean[1::8] != 0.0)
+
+
+def test_twohot_mean_gradient_is_the_expectation_gradient():
+    bins = nx.twohot_bins()
+    logits = jax.random.normal(jax.random.PRNGKey(4), (6, 255)) * 2.0
+    logits = logits.at[0].set(0.0)  # all pairs equal: the select must not zero the grad
+    g_mean = jax.grad(lambda lg: nx.twohot_mean(lg, bins / 1e6).sum())(logits)
+    g_naive = jax.grad(lambda lg: nx.twohot_mode(lg, bins / 1e6).sum())(logits)
+    np.testing.assert_allclose(g_mean, g_naive, rtol=1e-4, atol=1e-6)
+    assert float(jnp.abs(g_mean[0]).max()) > 0.0
+
+
 def test_twohot_mean_matches_float64_expectation():
     bins = nx.twohot_bins()
     logits = jax.random.normal(jax.random.PRNGKey(3), (16, 255)) * 2.0

@@ -1,0 +1,15 @@
+from dreamerjax import xla_tuning as xt
+
+
+def test_added_for_checked_jaxlib():
+    assert xt.tuning_flags("0.10.2", {}) == xt.YNN_OPTION
+    flags = xt.tuning_flags("0.10.2", {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert flags == "--xla_force_host_platform_device_count=2 " + xt.YNN_OPTION
+
+
+def test_left_alone_when_unknown_version_opted_out_or_already_set():
+    assert xt.tuning_flags("0.4.30", {}) is None  # XLA would abort on an unknown option
+    assert xt.tuning_flags(None, {}) is None
+    assert xt.tuning_flags("0.10.2", {"DREAMERJAX_XLA_TUNING": "0"}) is None
+    user = {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=-dot"}
+    assert xt.tuning_flags("0.10.2", user) is None
