@@ -58,17 +58,25 @@ def init_block_linear(key, din: int, dout: int, groups: int, outscale=1.0, norm=
     return p
 
 
-def grouped_matmul(x: jnp.ndarray, kernel: jnp.ndarray) -> jnp.ndarray:
-    """x [..., G * I] @ block-diagonal kernel [G, I, O] -> [..., G * O].
+# Below this many rows a block-diagonal product runs faster as one batched einsum (the
+# observe scan's 16 rows: per-op overhead dominates); from it on, as one plain matmul per
+# group (imagination's 1,024 rows: the einsum's output comes out group-major with the
+# rows minor, and every consumer pays a transposing copy that costs more than the
+# matmuls). Both compute the same products. Measured on 2 CPU cores, docs/performance.md.
+PER_GROUP_MIN_ROWS = 128
 
-    One plain matmul per group, concatenated. A batched einsum over the group axis is the
-    same products, but XLA:CPU then lays its output out group-major with the batch axis
-    minor, and every consumer pays a transposing copy (in the imagination scan that copy
-    cost more than the matmuls themselves).
-    """
-    g, i, _ = kernel.shape
-    outs = [x[..., j * i:(j + 1) * i] @ kernel[j] for j in range(g)]
-    return jnp.concatenate(outs, -1)
+
+def _per_group(x: jnp.ndarray) -> bool:
+    return math.prod(x.shape[:-1]) >= PER_GROUP_MIN_ROWS
+
+
+def grouped_matmul(x: jnp.ndarray, kernel: jnp.ndarray) -> jnp.ndarray:
+    """x [..., G * I] @ block-diagonal kernel [G, I, O] -> [..., G * O]."""
+    g, i, o = kernel.shape
+    if _per_group(x):
+        return jnp.concatenate([x[..., j * i:(j + 1) * i] @ kernel[j] for j in range(g)], -1)
+    y = jnp.einsum("...gi,gio->...go", x.reshape((*x.shape[:-1], g, i)), kernel)
+    return y.reshape((*x.shape[:-1], g * o))
 
 
 def block_linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
@@ -159,19 +167,31 @@ def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
     x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"]))
     for i in range(1, cfg.dynlayers):
         x = block_linear(p[f"dyn{i}"], x)
-    # dyncore and the gates group by group: group j's output holds its [reset, cand,
-    # update] blocks, which gate deter block j. One fusion per group reads contiguous
-    # memory (1.3x faster over the imagination scan than gating the concatenated output).
     kc, bc = p["dyncore"]["kernel"], p["dyncore"]["bias"]
     i, o = kc.shape[1], kc.shape[2] // 3
+    if not _per_group(x):
+        y = grouped_matmul(x, kc) + bc
+        y = y.reshape((*y.shape[:-1], g, 3 * o))
+        parts = [y[..., q * o:(q + 1) * o].reshape((*y.shape[:-2], -1)) for q in range(3)]
+        return _gru_gates(*parts, deter)
+    # Large batches: dyncore and the gates group by group. Group j's output holds its
+    # [reset, cand, update] blocks, which gate deter block j; each group's fusion reads
+    # contiguous memory (1.3x faster over the imagination scan than gating the
+    # concatenated output).
     new = []
     for j in range(g):
         y = x[:, j * i:(j + 1) * i] @ kc[j] + bc[j * 3 * o:(j + 1) * 3 * o]
-        reset = jax.nn.sigmoid(y[:, :o])
-        cand = jnp.tanh(reset * y[:, o:2 * o])
-        update = jax.nn.sigmoid(y[:, 2 * o:] - 1)
-        new.append(update * cand + (1 - update) * deter[:, j * o:(j + 1) * o])
+        new.append(_gru_gates(y[:, :o], y[:, o:2 * o], y[:, 2 * o:],
+                              deter[:, j * o:(j + 1) * o]))
     return jnp.concatenate(new, -1)
+
+
+def _gru_gates(reset, cand, update, deter):
+    """The block-GRU gates, reference nets.py:167-172: all inputs [B, N] -> [B, N]."""
+    reset = jax.nn.sigmoid(reset)
+    cand = jnp.tanh(reset * cand)
+    update = jax.nn.sigmoid(update - 1)
+    return update * cand + (1 - update) * deter
 
 
 def _logit(p: dict, cfg: RSSMConfig, x):

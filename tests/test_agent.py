@@ -154,3 +154,22 @@ def test_image_encoder_decoder_shapes():
     assert nets.decode(dp, cfg, lat).shape == (2, 5, 16, 16, 3)
     with pytest.raises(ValueError, match="does not reach minres"):
         nets.init_encoder(jax.random.PRNGKey(0), cfg, (10, 10, 3))
+
+
+@pytest.mark.parametrize("rows", [16, 256])
+def test_block_gru_paths_agree(rows, monkeypatch):
+    """The per-group and the batched-einsum forms of the block-GRU step are one function."""
+    cfg = agent_config("1m").rssm
+    p = nets.init_rssm(jax.random.PRNGKey(0), cfg, embed_dim=64, act_dim=2)
+    ks = jax.random.split(jax.random.PRNGKey(1), 3)
+    deter = jax.random.normal(ks[0], (rows, cfg.deter))
+    stoch = jax.nn.one_hot(jax.random.randint(ks[1], (rows, cfg.stoch), 0, cfg.classes),
+                           cfg.classes)
+    action = jax.random.normal(ks[2], (rows, 2))
+    step = lambda: jax.jit(lambda *a: nets.gru_step(p, cfg, *a))(deter, stoch, action)  # noqa: E731
+    monkeypatch.setattr(nets, "PER_GROUP_MIN_ROWS", 1)
+    per_group = np.asarray(step())
+    monkeypatch.setattr(nets, "PER_GROUP_MIN_ROWS", 10**9)
+    einsum = np.asarray(step())
+    np.testing.assert_allclose(per_group, einsum, rtol=1e-5, atol=1e-6)
+    assert np.abs(per_group - np.asarray(deter)).max() > 1e-3  # the step changes deter
