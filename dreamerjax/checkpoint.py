@@ -79,7 +79,9 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     target = Path(run_dir) / CHECKPOINT_DIR / str(index)
     if target.exists():
         raise FileExistsError(f"checkpoint {target} already exists")
-    _remove_partial(run_dir)
+    if jax.process_index() == 0:  # in a multi-host run, one process tidies the directory
+        _remove_partial(run_dir)
+    sync("dreamerjax_checkpoint_tidy")
     manager = _manager(run_dir)
     try:
         try:
@@ -91,9 +93,17 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     except BaseException:
         _remove_partial(run_dir, settle_s=0.2)
         raise
+    sync("dreamerjax_checkpoint_saved")
     if not target.is_dir():
         raise RuntimeError(f"orbax did not write {target}")
     return target
+
+
+def sync(name: str) -> None:
+    """Barrier across the processes of a multi-host run (nothing to do in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        multihost_utils.sync_global_devices(name)
 
 
 def indices(run_dir: str | os.PathLike) -> list[int]:

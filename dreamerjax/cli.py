@@ -76,10 +76,29 @@ class TrainArgs:
     """Devices to shard the seed axis over; the number of seeds must be a multiple."""
     no_compile_cache: bool = False
     """Do not use the persistent XLA compilation cache."""
+    distributed: bool = False
+    """Multi-host run: start jax.distributed first (cluster auto-detection, or the three
+    options below); process 0 writes the run directory, which all processes must share."""
+    coordinator: Annotated[str | None, tyro.conf.arg(
+        metavar="HOST:PORT", help_behavior_hint="(with --distributed)")] = None
+    """Address of process 0's coordinator, the same for every process."""
+    num_processes: Annotated[int | None, tyro.conf.arg(
+        metavar="INT", help_behavior_hint="(with --distributed)")] = None
+    """Number of processes of the run."""
+    process_id: Annotated[int | None, tyro.conf.arg(
+        metavar="INT", help_behavior_hint="(with --distributed)")] = None
+    """This process's index, 0 ... num_processes - 1."""
     checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every) = None
     """Log points between checkpoints (0: never)."""
     tiny: bool = False
     """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
+    cnn_mults: Annotated[tuple[int, ...] | None, tyro.conf.arg(
+        metavar="INT [INT ...]", help_behavior_hint="(default: 1 2 3 4 4)")] = None
+    """Image observations: depth multiplier of each conv stage of the encoder and decoder
+    (the first keeps the resolution, each further halves it); e.g. 1 2 for MinAtar."""
+    cnn_minres: _optional(int, "INT", 4) = None
+    """Image observations: resolution after the last conv stage; e.g. 5 for MinAtar's
+    10 x 10 images with --cnn-mults 1 2."""
 
     def run_overrides(self) -> dict[str, Any]:
         """The RunConfig fields given on the command line (None = not given)."""
@@ -109,7 +128,10 @@ class TrainArgs:
             if not Path(self.resume).is_dir():
                 raise ArgumentError(f"--resume {self.resume}: no such run directory")
         else:
-            _check_new_run_dir(Path(self.out))
+            # Processes of a multi-host run share --out; only process 0 (or, with cluster
+            # auto-detection, none) can tell it must be empty before the others write.
+            if not self.distributed or self.process_id == 0:
+                _check_new_run_dir(Path(self.out))
         if self.size is not None and self.size not in SIZES:
             raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
         if self.env is not None and not self.env.strip():
@@ -125,6 +147,8 @@ class TrainArgs:
         if self.checkpoint_every is not None and self.checkpoint_every < 0:
             raise ArgumentError(
                 f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
+        _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
+        _check_distributed(self)
         if self.devices <= 0:
             raise ArgumentError(f"--devices must be positive, got {self.devices}")
         if len(self.seeds) % self.devices:
@@ -169,10 +193,15 @@ class InfoArgs:
     """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
     tiny: bool = False
     """Use the reference fixtures' tiny network."""
+    cnn_mults: tuple[int, ...] | None = None
+    """Image observations: depth multiplier of each conv stage (as for train)."""
+    cnn_minres: int | None = None
+    """Image observations: resolution after the last conv stage (as for train)."""
 
     def validate(self) -> InfoArgs:
         if self.size not in SIZES:
             raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        _check_cnn(self.cnn_mults, self.cnn_minres, resume=False)
         return self
 
 
@@ -288,6 +317,29 @@ def check_schedule(steps: int, eval_every: int, num_envs: int) -> None:
                             "run ends on a log point")
 
 
+def _check_distributed(args) -> None:
+    given = [n for n in ("coordinator", "num_processes", "process_id")
+             if getattr(args, n) is not None]
+    if given and not args.distributed:
+        raise ArgumentError(f"--{given[0].replace('_', '-')} needs --distributed")
+    if args.num_processes is not None and args.num_processes <= 0:
+        raise ArgumentError(f"--num-processes must be positive, got {args.num_processes}")
+    if args.process_id is not None and not (
+            0 <= args.process_id < (args.num_processes or args.process_id + 1)):
+        raise ArgumentError(f"--process-id {args.process_id} is not in 0 ... "
+                            f"{(args.num_processes or 1) - 1}")
+
+
+def _check_cnn(mults, minres, resume: bool) -> None:
+    if resume and (mults is not None or minres is not None):
+        raise ArgumentError("--cnn-mults / --cnn-minres fix the network's shapes: they cannot "
+                            "change on --resume (the checkpoint's apply)")
+    if mults is not None and (not mults or any(m <= 0 for m in mults)):
+        raise ArgumentError(f"--cnn-mults needs one or more positive integers, got {mults}")
+    if minres is not None and minres <= 0:
+        raise ArgumentError(f"--cnn-minres must be positive, got {minres}")
+
+
 def _check_seeds(seeds: Sequence[int]) -> None:
     if not seeds:
         raise ArgumentError("--seeds needs at least one seed")
@@ -362,6 +414,9 @@ def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
     args = args.validate()
     if isinstance(args, TrainArgs):
+        if args.distributed:  # before the loop's imports start a JAX backend
+            from dreamerjax import distributed
+            distributed.start(args.coordinator, args.num_processes, args.process_id)
         return _code(_load("dreamerjax.loop", "train_cli", "train")(args))
     if isinstance(args, EvalArgs):
         return _code(_load("dreamerjax.loop", "eval_cli", "eval")(args))

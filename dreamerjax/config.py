@@ -211,6 +211,19 @@ def agent_config(size: str = "200m", **overrides) -> AgentConfig:
     return dataclasses.replace(_resized(**SIZES[size]), **overrides)
 
 
+def with_cnn(acfg: AgentConfig, mults: tuple[int, ...] | None = None,
+             minres: int | None = None) -> AgentConfig:
+    """The image encoder's and decoder's stages (depth multipliers) and final resolution
+    replaced together, e.g. mults (1, 2) and minres 5 for MinAtar's 10 x 10 images."""
+    rep = dataclasses.replace
+    kw = {k: v for k, v in (("mults", mults), ("minres", minres)) if v is not None}
+    if not kw:
+        return acfg
+    if "mults" in kw:
+        kw["mults"] = tuple(kw["mults"])
+    return rep(acfg, enc=rep(acfg.enc, **kw), dec=rep(acfg.dec, **kw))
+
+
 def tiny_agent_config(**overrides) -> AgentConfig:
     """The fixtures' tiny config: deter 64, hidden 16, classes 4, stoch 4, units 16."""
     tiny = _resized(deter=64, hidden=16, classes=4, units=16,

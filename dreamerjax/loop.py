@@ -25,7 +25,7 @@ from dreamerjax import agent as agent_lib
 from dreamerjax import envs as envs_lib
 from dreamerjax import replay as replay_lib
 from dreamerjax import schedule as schedule_lib
-from dreamerjax.config import Config, RunConfig, agent_config, tiny_agent_config
+from dreamerjax.config import Config, RunConfig, agent_config, tiny_agent_config, with_cnn
 
 f32 = jnp.float32
 
@@ -66,8 +66,10 @@ class Setup:
 
 
 def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
+                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
                 **run_overrides) -> Config:
     acfg = tiny_agent_config() if tiny else agent_config(size)
+    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
     run = dataclasses.replace(RunConfig(env=env), **run_overrides)
     return Config(agent=acfg, run=run, size="tiny" if tiny else size)
 
@@ -279,18 +281,21 @@ class Trainer:
         eps = setup.run.eval_episodes
         self._eval = jax.jit(jax.vmap(lambda p, k: evaluate(setup, p, k, eps)))
 
+    # Host inputs go in as numpy arrays: in a multi-host run every process passes the same
+    # values, which jit takes as replicated (a device array would be process-local).
     def init(self) -> SeedState:
-        keys = jnp.stack([jax.random.PRNGKey(s) for s in self.seeds])
+        keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
         return self._init(keys)
 
     def chunk(self, states: SeedState, log_index: int):
         t = self.setup.ticks_per_log
-        owed = jnp.asarray(self.owed[log_index * t:(log_index + 1) * t])
+        owed = np.asarray(self.owed[log_index * t:(log_index + 1) * t])
         return self._chunk(states, owed)
 
     def evaluate(self, states: SeedState, log_index: int):
-        keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 1_000_000 + log_index)
-                          for s in self.seeds])
+        keys = np.stack([
+            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), 1_000_000 + log_index))
+            for s in self.seeds])
         return self._eval(states.agent.params, keys)
 
 
@@ -306,6 +311,15 @@ def _seed_sharding(devices: int, num_seeds: int):
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seed"))
 
 
+def _to_host(tree):
+    """numpy copies of (possibly sharded) arrays; gathered from every process when the run
+    spans several (each process holds only its own seeds' shards)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree.map(np.asarray, tree)
+
+
 def enable_compile_cache(enabled: bool = True) -> None:
     if not enabled:
         return
@@ -317,11 +331,11 @@ def enable_compile_cache(enabled: bool = True) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def _window(states: SeedState, names, i: int) -> dict:
+def _window(host: dict, names, i: int) -> dict:
     out = {}
     for k in names:
-        c = float(states.mcount[k][i])
-        out[k] = float(states.msum[k][i]) if c > 0 else None
+        c = float(host["mcount"][k][i])
+        out[k] = float(host["msum"][k][i]) if c > 0 else None
     return out
 
 
@@ -345,6 +359,7 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
     setup = make_setup(config)
     enable_compile_cache(compile_cache)
     trainer = Trainer(setup, tuple(seeds), devices)
+    primary = jax.process_index() == 0  # writes the run directory's files
     run = setup.run
     num_logs = run.steps // run.eval_every
     tracker = records.EpisodeTracker()
@@ -362,11 +377,12 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
         states = ckpt.restore(out, index, states)
         tracker = records.EpisodeTracker.from_dict(meta["tracker"])
         start_log, wall0 = meta["log_index"] + 1, meta["wall_s"]
-        _truncate_logs(out, meta["rows"], run.num_envs)
+        if primary:
+            _truncate_logs(out, meta["rows"], run.num_envs)
     written = []
-    bar = _progress(progress, run.steps, start_log * run.eval_every)
+    bar = _progress(progress and primary, run.steps, start_log * run.eval_every)
     t0 = time.time() - wall0
-    with records.RunWriter(out) as writer:
+    with records.RunWriter(out) if primary else records.NullWriter() as writer:
         if not resume:
             writer.write_config(config.to_dict() | {"seeds": list(seeds)})
         last_eval = None
@@ -375,14 +391,18 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
                 break
             states, ends = trainer.chunk(states, log_index)
             rets, lens = trainer.evaluate(states, log_index)
-            jax.block_until_ready(rets)
+            rn = states.agent.retnorm
+            host = _to_host({
+                "rets": rets, "lens": lens, "ends": ends, "bad": states.bad_update,
+                "updates": states.updates, "lo": rn.low, "hi": rn.high,
+                "msum": states.msum, "mcount": states.mcount})
             rows_done = (log_index + 1) * run.eval_every
             first_tick = log_index * setup.ticks_per_log
-            episodes = _episodes(ends, seeds, first_tick)
+            episodes = _episodes(host["ends"], seeds, first_tick)
             for e in episodes:
                 tracker.add(**e)
             writer.add_episodes(episodes)
-            bad = np.asarray(states.bad_update)
+            bad = host["bad"]
             if (bad >= 0).any():
                 raise FloatingPointError(
                     f"non-finite loss at update {int(bad[bad >= 0].min())} (seeds "
@@ -391,15 +411,13 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
             wall = time.time() - t0
             recs = []
             for i, seed in enumerate(seeds):
-                r = np.asarray(rets[i]).tolist()
-                rn = states.agent.retnorm
-                lo, hi = float(rn.low[i]), float(rn.high[i])
+                lo, hi = float(host["lo"][i]), float(host["hi"][i])
                 recs.append(records.record_row(
                     side="dreamerjax", seed=seed, rows=rows_done,
-                    updates=int(states.updates[i]), eval_returns=r,
-                    eval_lengths=np.asarray(lens[i]).tolist(),
+                    updates=int(host["updates"][i]), eval_returns=host["rets"][i].tolist(),
+                    eval_lengths=host["lens"][i].tolist(),
                     s2=tracker.s2(seed, rows_done, run.num_envs),
-                    train_means=_window(states, trainer.metric_names, i),
+                    train_means=_window(host, trainer.metric_names, i),
                     retnorm={"lo": lo, "hi": hi,
                              "scale": max(config.agent.retnorm.limit, hi - lo)},
                     wall_s=wall))
@@ -414,16 +432,18 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
             if (log_index + 1) % run.checkpoint_every == 0 or log_index + 1 == num_logs:
                 meta = {"config": config.to_dict(), "seeds": list(seeds),
                         "log_index": log_index, "rows": rows_done,
-                        "updates": int(states.updates[0]), "tracker": tracker.to_dict(),
+                        "updates": int(host["updates"][0]), "tracker": tracker.to_dict(),
                         "wall_s": wall}
                 ckpt.save(out, log_index, states, meta)
             if bar is not None:
                 bar.update(run.eval_every)
-                bar.set_postfix(updates=int(states.updates[0]), eval=f"{last_eval:.1f}")
+                bar.set_postfix(updates=int(host["updates"][0]), eval=f"{last_eval:.1f}")
     if bar is not None:
         bar.close()
-    all_records = _read_jsonl(os.path.join(out, "records.jsonl"))
-    plots.plot_curves(all_records, os.path.join(out, "curves.png"), env=run.env)
+    if primary:
+        all_records = _read_jsonl(os.path.join(out, "records.jsonl"))
+        plots.plot_curves(all_records, os.path.join(out, "curves.png"), env=run.env)
+    ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
 
@@ -435,8 +455,9 @@ def _progress(enabled: bool, total: int, initial: int):
 
 
 def _episodes(ends, seeds, first_tick: int) -> list[dict]:
-    """Episode ends [ticks, seeds, envs] -> episodes.jsonl rows. An episode finished by the
-    env step of tick k ends on row k + 1 of its env (row 0 is the first reset row)."""
+    """Episode ends [ticks, seeds, envs] (host arrays) -> episodes.jsonl rows. An episode
+    finished by the env step of tick k ends on row k + 1 of its env (row 0 is the first
+    reset row)."""
     ended = np.asarray(ends.ended)
     out = []
     for t, i, w in zip(*np.nonzero(ended), strict=False):
@@ -485,7 +506,9 @@ def config_from_args(args) -> Config:
         v = getattr(args, name, None)
         if v is not None:
             kw[name] = v
-    return make_config(env=args.env, size=args.size, tiny=getattr(args, "tiny", False), **kw)
+    return make_config(env=args.env, size=args.size, tiny=getattr(args, "tiny", False),
+                       cnn_mults=getattr(args, "cnn_mults", None),
+                       cnn_minres=getattr(args, "cnn_minres", None), **kw)
 
 
 def train_cli(args) -> int:

@@ -308,8 +308,21 @@ def cnn_strides(cfg, res: int) -> list[int]:
         raise ValueError(
             f"Image resolution {res} does not reach minres {cfg.minres} with "
             f"{len(cfg.mults)} conv layers (strides {strides}); got {final}. "
-            "Choose enc/dec mults and minres that fit the image size.")
+            f"Set the image encoder/decoder geometry, e.g. {cnn_suggestions(res, cfg.outer)}.")
     return strides
+
+
+def cnn_suggestions(res: int, outer: bool = True) -> str:
+    """Command-line geometries that fit `res` (2 to 4 conv stages, final resolution >= 2)."""
+    out = []
+    for n in (2, 3, 4):
+        final = res
+        for i in range(n):
+            final = math.ceil(final / (1 if (outer and i == 0) else 2))
+        if final >= 2:
+            mults = " ".join(str(m) for m in (1, 2, 3, 4)[:n])
+            out.append(f"--cnn-mults {mults} --cnn-minres {final}")
+    return " or ".join(out) or "--cnn-mults 1 --cnn-minres " + str(res)
 
 
 def init_encoder(key, cfg: AgentConfig, obs_shape: tuple) -> tuple[dict, int]:

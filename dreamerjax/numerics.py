@@ -58,10 +58,10 @@ def _twohot_bins_np(n: int) -> np.ndarray:
     j = np.arange(div, dtype=np.float64)
     one_minus_step = (1.0 - j * np.float64(recip)).astype(np.float32)
     grid = np.append((np.float32(-20.0) * one_minus_step).astype(np.float32), np.float32(0.0))
-    try:
-        device = jax.devices("cpu")[0]
+    try:  # this process's own CPU device (in a multi-host run, devices() lists all hosts')
+        device = jax.local_devices(backend="cpu")[0]
     except RuntimeError:  # CPU backend disabled (JAX_PLATFORMS): the default device's expm1
-        device = jax.devices()[0]
+        device = jax.local_devices()[0]
     with jax.ensure_compile_time_eval(), jax.default_device(device):
         half = np.asarray(symexp(jnp.asarray(grid, f32)))
     # Mirror the negative half: exactly antisymmetric, bins[(n-1)//2] == 0.

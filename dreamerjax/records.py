@@ -444,3 +444,26 @@ class RunWriter:
         for writer in self._tb.values():
             writer.close()
         self._tb.clear()
+
+
+class NullWriter:
+    """RunWriter's interface writing nothing: the non-primary processes of a multi-host
+    run (process 0 writes the run directory's files)."""
+
+    def __enter__(self) -> NullWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def write_config(self, cfg_dict: Mapping) -> None:
+        pass
+
+    def add_records(self, rows: Iterable[Mapping]) -> None:
+        pass
+
+    def add_episodes(self, rows: Iterable[Mapping]) -> None:
+        pass
+
+    def add_scalars(self, seed: int, step: int, scalars: Mapping) -> None:
+        pass

@@ -1,5 +1,6 @@
 """cli.py: --help of every subcommand, early validation, lazy dispatch."""
 
+import json
 import subprocess
 import sys
 import types
@@ -74,6 +75,9 @@ def _train_error(argv, capsys):
     (["--out", "{tmp}/full"], "not empty"),
     (["--resume", "{tmp}/nowhere"], "no such run directory"),
     (["--resume", "{tmp}/full", "--out", "{tmp}/r"], "not both"),
+    (["--out", "{tmp}/r", "--cnn-mults", "1", "0"], "--cnn-mults needs one or more positive"),
+    (["--out", "{tmp}/r", "--cnn-minres", "0"], "--cnn-minres must be positive"),
+    (["--resume", "{tmp}/full", "--cnn-minres", "5"], "cannot change on --resume"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     (tmp_path / "full").mkdir()
@@ -173,3 +177,17 @@ def test_console_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "dreamerjax.cli", "info", "--help"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "--size" in proc.stdout
+
+
+def test_image_geometry_flags_reach_the_config(capsys):
+    """MinAtar's 10 x 10 images: refused with a suggestion by default, built with it."""
+    assert cli.main(["info", "--env", "Breakout-MinAtar"]) == 2
+    err = capsys.readouterr().err
+    assert "--cnn-mults 1 2 --cnn-minres 5" in err
+    assert cli.main(["info", "--env", "Breakout-MinAtar", "--cnn-mults", "1", "2",
+                     "--cnn-minres", "5"]) == 0
+    out = capsys.readouterr().out
+    config = json.loads(out[:out.index("Optimised variables")])
+    for net in ("enc", "dec"):
+        assert config["agent"][net]["mults"] == [1, 2]
+        assert config["agent"][net]["minres"] == 5

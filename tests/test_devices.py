@@ -106,3 +106,39 @@ def test_chunk_keeps_seeds_sharded_without_collectives(result):
     assert result["chunk_shardings"] == ['["seed"]']
     assert result["ends_shardings"] == ['[null, "seed"]']
     assert result["collectives"] == []
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
+    """A multi-host run on one machine: 2 processes with 1 CPU device each, joined by
+    `--distributed`, train seeds 0 and 1 (one per process) into one shared run directory,
+    which process 0 writes; its records are those of 2 devices in one process."""
+    out = tmp_path / "run"
+    port = _free_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    argv = [sys.executable, "-m", "dreamerjax.cli", "train", "--tiny", "--seeds", "0", "1",
+            "--steps", "1088", "--eval-every", "1088", "--eval-episodes", "2",
+            "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
+            "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
+    procs = [subprocess.Popen(argv + ["--process-id", str(i)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for i in (0, 1)]
+    outs = [p.communicate(timeout=1200) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-4000:]
+    with open(out / "records.jsonl") as f:
+        recs = [json.loads(line) for line in f]
+    two = _strip(result["records_2"])
+    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 1088), (1, 1088)]
+    for rp, r2 in zip(_strip(recs), two, strict=True):
+        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
+            assert rp[k] == r2[k], k
+    _same(_strip(recs), two)
+    assert (out / "curves.png").is_file() and (out / "checkpoints" / "0").is_dir()
