@@ -297,13 +297,21 @@ def _conv(p, x, stride, transp=False, act=True):
     return x
 
 
+def _strides(layers: int, outer: bool) -> list[int]:
+    return [1 if (outer and i == 0) else 2 for i in range(layers)]
+
+
+def _final_res(res: int, strides: list[int]) -> int:
+    for s in strides:
+        res = math.ceil(res / s)
+    return res
+
+
 def cnn_strides(cfg, res: int) -> list[int]:
     """Strides of the encoder's conv layers (nets.py:267-270): the first layer keeps the
     resolution when `outer`, every other halves it; the output must reach `minres`."""
-    strides = [1 if (cfg.outer and i == 0) else 2 for i in range(len(cfg.mults))]
-    final = res
-    for s in strides:
-        final = math.ceil(final / s)
+    strides = _strides(len(cfg.mults), cfg.outer)
+    final = _final_res(res, strides)
     if final != cfg.minres:
         raise ValueError(
             f"Image resolution {res} does not reach minres {cfg.minres} with "
@@ -316,13 +324,11 @@ def cnn_suggestions(res: int, outer: bool = True) -> str:
     """Command-line geometries that fit `res` (2 to 4 conv stages, final resolution >= 2)."""
     out = []
     for n in (2, 3, 4):
-        final = res
-        for i in range(n):
-            final = math.ceil(final / (1 if (outer and i == 0) else 2))
+        final = _final_res(res, _strides(n, outer))
         if final >= 2:
             mults = " ".join(str(m) for m in (1, 2, 3, 4)[:n])
             out.append(f"--cnn-mults {mults} --cnn-minres {final}")
-    return " or ".join(out) or "--cnn-mults 1 --cnn-minres " + str(res)
+    return " or ".join(out) or f"--cnn-mults 1 --cnn-minres {res}"
 
 
 def init_encoder(key, cfg: AgentConfig, obs_shape: tuple) -> tuple[dict, int]:
