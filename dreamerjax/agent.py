@@ -206,6 +206,11 @@ def _bins(cfg: AgentConfig):
     return nm.twohot_bins(cfg.critic.bins)
 
 
+def _value_mean(cfg: AgentConfig, logits, bins):
+    """Expectation of a two-hot head in the configured summation (numerics.TWOHOT_MEANS)."""
+    return nm.TWOHOT_MEANS[cfg.twohot_mean](logits, bins)
+
+
 def _twohot_head(p, head_cfg, x):
     return nets.twohot_logits(p, x, head_cfg.layers, head_cfg.bins)
 
@@ -327,7 +332,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     tfeat = nets.feat(traj)
     rew = jnp.concatenate([
         flat(data["reward"].astype(f32))[:, None],
-        nm.twohot_mean(_twohot_head(params["rew"], cfg.rewhead, tfeat[:, 1:]), bins)], 1)
+        _value_mean(cfg, _twohot_head(params["rew"], cfg.rewhead, tfeat[:, 1:]), bins)], 1)
     con = jnp.concatenate([
         flat(cont_data)[:, None],
         nm.bernoulli_mean(_cont_logit(params["con"], cfg, tfeat[:, 1:]))], 1)
@@ -336,8 +341,8 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     adist = actor_out(params["actor"], cfg, spaces, inp)
     critic_logits = _twohot_head(params["critic"], cfg.critic, inp)
     slow_logits = _twohot_head(slow, cfg.critic, inp)
-    val = nm.twohot_mean(critic_logits, bins)
-    slowval = sg(nm.twohot_mean(slow_logits, bins))
+    val = _value_mean(cfg, critic_logits, bins)
+    slowval = sg(_value_mean(cfg, slow_logits, bins))
     tarval = sg(val)
     ret, weight = imagined_returns(
         rew, con, tarval, cfg.return_lambda, cfg.contdisc, horizon)
@@ -360,7 +365,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     # Replay critic: lambda returns on the replayed rows, bootstrapped from imagination.
     if cfg.replay_critic_loss:
         rc_logits = _twohot_head(params["critic"], cfg.critic, x)
-        rslowval = sg(nm.twohot_mean(_twohot_head(slow, cfg.critic, x), bins))
+        rslowval = sg(_value_mean(cfg, _twohot_head(slow, cfg.critic, x), bins))
         boot = ret[:, 0].reshape((B, T))
         replay_ret = sg(replay_return(
             data["reward"].astype(f32), boot, data["is_terminal"], data["is_last"],
@@ -396,7 +401,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     metrics["pred_rew/mean"] = rew.mean()
     metrics["data_rew/std"] = data_rew.std()
     metrics["pred_rew/std"] = rew.std()
-    rstats = _balance_stats(nm.twohot_mean(rew_logits, bins), losses["reward"], data_rew, 0.1)
+    rstats = _balance_stats(_value_mean(cfg, rew_logits, bins), losses["reward"], data_rew, 0.1)
     metrics.update({f"rewstats/{k}": v for k, v in rstats.items()})
     cstats = _balance_stats(nm.bernoulli_mean(con_logit),
                             -nm.bernoulli_log_prob(con_logit, cont_data), cont_data, 0.5)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -99,6 +99,11 @@ class TrainArgs:
     cnn_minres: _optional(int, "INT", 4) = None
     """Image observations: resolution after the last conv stage; e.g. 5 for MinAtar's
     10 x 10 images with --cnn-mults 1 2."""
+    twohot_mean: Annotated[Literal["exact", "pairsum"] | None, tyro.conf.arg(
+        metavar="{exact,pairsum}", help_behavior_hint="(default: exact)")] = None
+    """Summation of the reward and value heads' two-hot expectation: exact (mirror
+    difference) or pairsum (the reference's order, with its rounding noise; for studying
+    that noise, docs/deviations.md D1)."""
 
     def run_overrides(self) -> dict[str, Any]:
         """The RunConfig fields given on the command line (None = not given)."""
@@ -148,6 +153,9 @@ class TrainArgs:
             raise ArgumentError(
                 f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
         _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
+        if self.resume is not None and self.twohot_mean is not None:
+            raise ArgumentError("--twohot-mean cannot change on --resume (the checkpoint's "
+                                "config applies)")
         _check_distributed(self)
         if self.devices <= 0:
             raise ArgumentError(f"--devices must be positive, got {self.devices}")

@@ -138,6 +138,9 @@ class AgentConfig:
     slow_critic_fraction: float = 0.02
     slow_critic_update: int = 1
     replay_critic_loss: bool = True
+    # Summation of the two-hot expectation (rewards, values): "exact" mirror difference
+    # (default, D1) or "pairsum", the reference's order with its fused-multiply-add noise.
+    twohot_mean: str = "exact"
     # Test-only switch: latent and action samples take the mode (with the
     # straight-through gradient), as the reference fixtures were produced.
     sample_mode: bool = False

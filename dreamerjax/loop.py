@@ -67,9 +67,11 @@ class Setup:
 
 def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
                 cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
-                **run_overrides) -> Config:
+                twohot_mean: str | None = None, **run_overrides) -> Config:
     acfg = tiny_agent_config() if tiny else agent_config(size)
     acfg = with_cnn(acfg, cnn_mults, cnn_minres)
+    if twohot_mean is not None:
+        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
     run = dataclasses.replace(RunConfig(env=env), **run_overrides)
     return Config(agent=acfg, run=run, size="tiny" if tiny else size)
 
@@ -365,7 +367,8 @@ def train(config: Config, seeds: tuple[int, ...], out: str, resume: bool = False
     tracker = records.EpisodeTracker()
     start_log, wall0 = 0, 0.0
     states = trainer.init()
-    os.makedirs(out, exist_ok=True)
+    # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
+    os.makedirs(os.path.realpath(out), exist_ok=True)
     if resume:
         found = ckpt.latest(out)
         if found is None:
@@ -508,6 +511,7 @@ def config_from_args(args) -> Config:
             kw[name] = v
     return make_config(env=args.env, size=args.size, tiny=getattr(args, "tiny", False),
                        cnn_mults=getattr(args, "cnn_mults", None),
+                       twohot_mean=getattr(args, "twohot_mean", None),
                        cnn_minres=getattr(args, "cnn_minres", None), **kw)
 
 

@@ -141,6 +141,30 @@ def _twohot_mean_jvp(primals, tangents):
     return mean, dmean + jnp.sum(probs * dbins, -1)
 
 
+def twohot_mean_pairsum(logits: jax.Array, bins: jax.Array) -> jax.Array:
+    """The reference's own summation order for the expectation (jaxutils.py:226-243, odd
+    K): the centre term plus, summed over j, the reversed left half's product p_j * b_j
+    added to the right half's. `[..., K]` -> `[...]`.
+
+    Exact op by op, but under jit XLA may contract each pair's add with one of its products
+    into a fused multiply-add; once the outer bins (|b| up to 4.85e8) carry mass the result
+    then carries rounding noise of up to ~0.3 (D1). Kept as an opt-in
+    (`AgentConfig.twohot_mean = "pairsum"`, `train --twohot-mean pairsum`) to study what
+    that noise does to learning; `twohot_mean` is the default.
+    """
+    k = logits.shape[-1]
+    if k % 2 != 1 or bins.shape[-1] != k:
+        raise ValueError(f"twohot_mean_pairsum needs an odd number of bins, got {k}")
+    m = (k - 1) // 2
+    probs = jax.nn.softmax(logits, -1)
+    weighted = probs * bins
+    centre = weighted[..., m]
+    return centre + jnp.sum(weighted[..., :m][..., ::-1] + weighted[..., m + 1:], -1)
+
+
+TWOHOT_MEANS = {"exact": twohot_mean, "pairsum": twohot_mean_pairsum}
+
+
 def twohot_mode(logits: jax.Array, bins: jax.Array) -> jax.Array:
     """The reference's `mode()`: the naive sum(probs * bins) (jaxutils.py:252-253)."""
     return jnp.sum(jax.nn.softmax(logits, -1) * bins, -1)
@@ -344,7 +368,8 @@ def tensorstats(x: jax.Array, prefix: str | None = None) -> dict[str, jax.Array]
 
 
 __all__ = [
-    "symlog", "symexp", "twohot_bins", "twohot_log_prob", "twohot_mean", "twohot_mode",
+    "symlog", "symexp", "twohot_bins", "twohot_log_prob", "twohot_mean",
+    "twohot_mean_pairsum", "TWOHOT_MEANS", "twohot_mode",
     "unimix_logits", "onehot_sample", "onehot_mode", "onehot_log_prob", "onehot_entropy",
     "categorical_kl", "bernoulli_log_prob", "bernoulli_mean", "normal_params",
     "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",

@@ -173,3 +173,18 @@ def test_block_gru_paths_agree(rows, monkeypatch):
     einsum = np.asarray(step())
     np.testing.assert_allclose(per_group, einsum, rtol=1e-5, atol=1e-6)
     assert np.abs(per_group - np.asarray(deter)).max() > 1e-3  # the step changes deter
+
+
+def test_twohot_mean_option_reaches_every_head_mean():
+    from dreamerjax import loop, numerics
+    from dreamerjax.config import from_dict
+
+    config = loop.make_config("CartPole-v1", "1m", twohot_mean="pairsum")
+    assert config.agent.twohot_mean == "pairsum"
+    assert from_dict(config.to_dict()).agent.twohot_mean == "pairsum"
+    assert loop.make_config("CartPole-v1", "1m").agent.twohot_mean == "exact"
+    logits = jax.random.normal(jax.random.PRNGKey(0), (8, 255))
+    bins = numerics.twohot_bins(255)
+    for name, fn in numerics.TWOHOT_MEANS.items():
+        cfg = dataclasses.replace(config.agent, twohot_mean=name)
+        np.testing.assert_array_equal(A._value_mean(cfg, logits, bins), fn(logits, bins))

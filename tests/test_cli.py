@@ -78,6 +78,7 @@ def _train_error(argv, capsys):
     (["--out", "{tmp}/r", "--cnn-mults", "1", "0"], "--cnn-mults needs one or more positive"),
     (["--out", "{tmp}/r", "--cnn-minres", "0"], "--cnn-minres must be positive"),
     (["--resume", "{tmp}/full", "--cnn-minres", "5"], "cannot change on --resume"),
+    (["--resume", "{tmp}/full", "--twohot-mean", "pairsum"], "cannot change on --resume"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     (tmp_path / "full").mkdir()

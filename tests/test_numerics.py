@@ -145,6 +145,44 @@ def test_twohot_mean_matches_float64_expectation():
     assert np.all(np.abs(mean - exact) <= 4 * np.finfo(np.float32).eps * mass)
 
 
+def _mirror_logits_with_moved_centre(rows: int, seed: int = 0) -> np.ndarray:
+    """Bitwise mirror-symmetric outer logits, central bins moved: a trained head's shape."""
+    rng = np.random.default_rng(seed)
+    half = (rng.normal(size=(rows, 127)) - 3).astype(np.float32)
+    logits = np.concatenate([half[:, ::-1], np.zeros((rows, 1), np.float32), half], 1)
+    logits[:, 120:135] += (rng.normal(size=(rows, 15)) * 2).astype(np.float32)
+    return logits
+
+
+def test_twohot_mean_pairsum_is_the_expectation_op_by_op():
+    # Eager (one op at a time, no fusion) the reference's summation order is exact too.
+    bins = nx.twohot_bins()
+    logits = _mirror_logits_with_moved_centre(256)
+    p = np.exp(_log_softmax64(jnp.asarray(logits)))
+    b = np.asarray(bins, np.float64)
+    mass = (p * np.abs(b)).sum(-1)
+    eager = np.asarray(nx.twohot_mean_pairsum(jnp.asarray(logits), bins))
+    assert np.all(np.abs(eager - (p * b).sum(-1)) <= 4 * np.finfo(np.float32).eps * mass)
+    assert nx.TWOHOT_MEANS["pairsum"] is nx.twohot_mean_pairsum
+    assert nx.TWOHOT_MEANS["exact"] is nx.twohot_mean
+    with pytest.raises(ValueError, match="odd number of bins"):
+        nx.twohot_mean_pairsum(jnp.zeros((4, 254)), jnp.zeros((254,)))
+
+
+def test_twohot_mean_exact_under_jit_where_the_pairsum_may_not_be():
+    # The exact form stays within float32 rounding of the true mean inside a compiled
+    # program; the pairsum's error there is whatever XLA's contraction makes of it (D1),
+    # never smaller than the exact form's.
+    bins = nx.twohot_bins()
+    logits = _mirror_logits_with_moved_centre(4096, seed=1)
+    p = np.exp(_log_softmax64(jnp.asarray(logits)))
+    truth = (p * np.asarray(bins, np.float64)).sum(-1)
+    exact = np.asarray(jax.jit(nx.twohot_mean)(logits, bins))
+    pairsum = np.asarray(jax.jit(nx.twohot_mean_pairsum)(logits, bins))
+    assert np.abs(exact - truth).max() < 1e-5
+    assert np.abs(pairsum - truth).max() >= np.abs(exact - truth).max()
+
+
 def test_twohot_mean_of_peaked_logits_is_the_bin():
     bins = nx.twohot_bins()
     logits = jnp.full((255,), -1e4).at[130].set(0.0)
