@@ -80,10 +80,12 @@ def write_jsonl(path, rows) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def make_run(path, seeds=(0, 1, 2), log_s2=True, run: RunConfig | None = None) -> str:
+def make_run(path, seeds=(0, 1, 2), log_s2=True, run: RunConfig | None = None,
+             twohot_mean: str = "exact") -> str:
     """Our side: config.json, records.jsonl (s2_logged = S2 by hand), episodes.jsonl."""
     path.mkdir(parents=True, exist_ok=True)
-    cfg = Config(agent=agent_config("1m"), run=run or RunConfig(), size="1m")
+    cfg = Config(agent=agent_config("1m", twohot_mean=twohot_mean), run=run or RunConfig(),
+                 size="1m")
     (path / "config.json").write_text(cfg.to_json())
     recs, eps = [], []
     for s in seeds:
@@ -219,7 +221,18 @@ def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
     assert "ref (diagnosis)" in md and "0.506 to 0.518" in md  # known 4,000-row values
     assert "| rew/min | - | -0.113 to -0.111 |" in md  # known even where ours lacks it
     assert "rew/dist" not in md  # */dist dropped
+    assert "two-hot expectation: exact (default)" in md
+    assert "exact mirror-difference sum" in md
     assert "A = 190.0" in capsys.readouterr().out
+
+
+def test_report_names_the_runs_two_hot_summation(tmp_path):
+    run = make_run(tmp_path / "run", twohot_mean="pairsum")
+    assert compare.compare_main(run, None, None, None) == 0
+    md = (tmp_path / "run" / "compare.md").read_text()
+    assert "two-hot expectation: pairsum (the reference's order; D1)" in md
+    assert "used --twohot-mean pairsum" in md
+    assert "exact mirror-difference sum;" not in md
 
 
 def test_reference_per_seed_layout(tmp_path):
