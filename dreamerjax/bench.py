@@ -477,7 +477,10 @@ def markdown(results: list[dict]) -> str:
     s = base["seconds_per_update_per_seed"]
     if "1" in s:
         lines += ["", f"Speed-up over the reference's 1.9 s per update (1 seed, [{len(results)}]):"
-                  f" {REFERENCE['seconds_per_update'] / s['1']['median']:.1f}x."]
+                  f" {REFERENCE['seconds_per_update'] / s['1']['median']:.1f}x. The reference's "
+                  "figure was measured once, on the machine of issue 5; where a column's matmul "
+                  "peak differs from the others it ran on other hardware, and the efficiency "
+                  "row is the figure to compare across machines."]
     return "\n".join(lines) + "\n"
 
 
