@@ -169,18 +169,27 @@ def init_seed(setup: Setup, key, metric_names: tuple = ()) -> SeedState:
 def act_and_store(setup: Setup, s: SeedState):
     """Policy on the current rows, store them in the replay, step the envs.
     Returns (state, episode ends [num_envs])."""
-    cfg = setup.config.agent
     key, k_pol, k_env = jax.random.split(s.key, 3)
-    row = s.row
-    act, carry, latent = agent_lib.policy(
-        s.agent.params, cfg, setup.spaces, s.carry, row["obs"], row["is_first"], k_pol)
-    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
+    stored, carry, env, new_row, ends = act_and_step(
+        setup, s.agent.params, s.carry, s.row, s.env, k_pol, k_env)
     replay = replay_lib.replay_add(s.replay, stored)
-    env_keys = jax.random.split(k_env, setup.run.num_envs)
+    return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
+
+
+def act_and_step(setup: Setup, params, carry, row, env, k_pol, k_env):
+    """The acting step shared by training and evaluation: the policy on the current rows
+    [n], then every env steps. Returns (the rows to store, with the action taken and the
+    posterior latent; carry; env; next rows; episode ends [n]). The stored action is zeroed
+    on is_last rows, where the env resets and ignores it."""
+    cfg = setup.config.agent
+    act, carry, latent = agent_lib.policy(
+        params, cfg, setup.spaces, carry, row["obs"], row["is_first"], k_pol)
+    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
+    env_keys = jax.random.split(k_env, row["is_first"].shape[0])
     env, new_row, ends = jax.vmap(
         lambda st, a, k: envs_lib.collector_step(setup.spec, st, a, k))(
-        s.env, stored["action"], env_keys)
-    return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
+        env, stored["action"], env_keys)
+    return stored, carry, env, new_row, ends
 
 
 def train_once(setup: Setup, s: SeedState) -> SeedState:
@@ -234,10 +243,7 @@ def evaluate(setup: Setup, params, key, episodes: int):
     def step(c, k):
         env, row, carry, ret, length, done = c
         k_pol, k_env = jax.random.split(k)
-        act, carry, _ = agent_lib.policy(params, cfg, setup.spaces, carry, row["obs"],
-                                         row["is_first"], k_pol)
-        env, row, _ = jax.vmap(lambda st, a, kk: envs_lib.collector_step(spec, st, a, kk))(
-            env, act, jax.random.split(k_env, episodes))
+        _, carry, env, row, _ = act_and_step(setup, params, carry, row, env, k_pol, k_env)
         live = ~done
         ret = ret + jnp.where(live, row["reward"], 0.0)
         length = length + live.astype(f32)

@@ -104,3 +104,42 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
     index, meta = ckpt.latest(out)
     assert meta["rows"] == 800
     assert len(_read(os.path.join(out, "records.jsonl"))) == 2
+
+
+def test_evaluation_and_training_act_alike():
+    """Evaluation runs the training path's acting step (loop.act_and_step) and scores an
+    episode as the training collector's episode log does: same returns, same lengths."""
+    import jax
+
+    setup = loop.make_setup(loop.make_config("CartPole-v1", tiny=True, steps=1200,
+                                             eval_every=400, num_envs=4))
+    params = loop.init_seed(setup, jax.random.PRNGKey(0)).agent.params
+    key, n = jax.random.PRNGKey(7), 6
+    returns, lengths = jax.jit(lambda p, k: loop.evaluate(setup, p, k, n))(params, key)
+
+    # The same rollout through the training path's step: fresh envs and carry as
+    # `evaluate` makes them, the episode ends as `act_and_store` reports them.
+    from dreamerjax import agent as agent_lib
+    from dreamerjax import envs as envs_lib
+
+    k_init, k_run = jax.random.split(key)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+        jax.random.split(k_init, n))
+    carry = agent_lib.policy_initial(setup.config.agent, setup.spaces, n)
+
+    def step(c, k):
+        env, row, carry = c
+        k_pol, k_env = jax.random.split(k)
+        _, carry, env, row, ends = loop.act_and_step(setup, params, carry, row, env,
+                                                     k_pol, k_env)
+        return (env, row, carry), ends
+
+    _, ends = jax.jit(lambda: jax.lax.scan(step, (env, row, carry), jax.random.split(
+        k_run, setup.spec.episode_limit)))()
+    ended = np.asarray(ends.ended)
+    assert ended.any(0).all(), "every env must finish an episode within the limit"
+    first = ended.argmax(0)
+    cols = np.arange(n)
+    np.testing.assert_array_equal(np.asarray(returns), np.asarray(ends.score)[first, cols])
+    np.testing.assert_array_equal(np.asarray(lengths), np.asarray(ends.length)[first, cols])
+    assert (np.asarray(lengths) < setup.spec.episode_limit).all()  # not a vacuous cap
