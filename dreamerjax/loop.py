@@ -26,6 +26,7 @@ from dreamerjax import envs as envs_lib
 from dreamerjax import replay as replay_lib
 from dreamerjax import schedule as schedule_lib
 from dreamerjax.config import Config, RunConfig, agent_config, tiny_agent_config, with_cnn
+from dreamerjax.numerics import TWOHOT_MEANS
 
 f32 = jnp.float32
 
@@ -90,6 +91,9 @@ def make_setup(config: Config) -> Setup:
     if spec.is_image and len(spaces.obs_shape) == 3:
         from dreamerjax import nets
         nets.cnn_strides(config.agent.enc, spaces.obs_shape[0])
+    if config.agent.twohot_mean not in TWOHOT_MEANS:
+        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
+                         f"{', '.join(TWOHOT_MEANS)}")
     if run.steps <= 0 or run.eval_every <= 0:
         raise ValueError("steps and eval_every must be positive")
     if run.eval_every % run.num_envs or run.steps % run.eval_every:

@@ -82,6 +82,8 @@ def test_bad_config_is_refused_before_compiling():
         loop.make_setup(loop.make_config("CartPole-v1", tiny=True, steps=1200, eval_every=410))
     with pytest.raises(ValueError, match="shorter than one batch"):
         loop.make_setup(loop.make_config("CartPole-v1", tiny=True, steps=320, eval_every=160))
+    with pytest.raises(ValueError, match="twohot_mean 'naive'"):
+        loop.make_setup(loop.make_config("CartPole-v1", tiny=True, twohot_mean="naive"))
 
 
 def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
