@@ -521,8 +521,8 @@ def config_from_args(args) -> Config:
             kw[name] = v
     return make_config(env=args.env, size=args.size, tiny=getattr(args, "tiny", False),
                        cnn_mults=getattr(args, "cnn_mults", None),
-                       twohot_mean=getattr(args, "twohot_mean", None),
-                       cnn_minres=getattr(args, "cnn_minres", None), **kw)
+                       cnn_minres=getattr(args, "cnn_minres", None),
+                       twohot_mean=getattr(args, "twohot_mean", None), **kw)
 
 
 def train_cli(args) -> int:

@@ -103,6 +103,14 @@ def twohot_log_prob(logits: jax.Array, x: jax.Array, bins: jax.Array) -> jax.Arr
     return (to_right / span) * at(left) + (to_left / span) * at(right)
 
 
+def _centre(logits: jax.Array, bins: jax.Array, name: str) -> int:
+    """Index of the centre bin (bins[m] == 0); the expectations need an odd bin count."""
+    k = logits.shape[-1]
+    if k % 2 != 1 or bins.shape[-1] != k:
+        raise ValueError(f"{name} needs an odd number of bins, got {k} / {bins.shape}")
+    return (k - 1) // 2
+
+
 @jax.custom_jvp
 def twohot_mean(logits: jax.Array, bins: jax.Array) -> jax.Array:
     """Exact expectation sum_j softmax(logits)_j * bins_j: `[..., K]` -> `[...]`.
@@ -119,10 +127,7 @@ def twohot_mean(logits: jax.Array, bins: jax.Array) -> jax.Array:
     multiply-add and it returns noise of up to ~0.3 when the outer bins (|b| up to
     4.85e8) carry mass. See docs/deviations.md D1.
     """
-    k = logits.shape[-1]
-    if k % 2 != 1 or bins.shape[-1] != k:
-        raise ValueError(f"twohot_mean needs an odd number of bins, got {k} / {bins.shape}")
-    m = (k - 1) // 2
+    m = _centre(logits, bins, "twohot_mean")
     probs = jax.nn.softmax(logits, -1)
     mirror = lambda x: x[..., :m][..., ::-1]  # noqa: E731
     diff = probs[..., m + 1:] - mirror(probs)
@@ -152,10 +157,7 @@ def twohot_mean_pairsum(logits: jax.Array, bins: jax.Array) -> jax.Array:
     (`AgentConfig.twohot_mean = "pairsum"`, `train --twohot-mean pairsum`) to study what
     that noise does to learning; `twohot_mean` is the default.
     """
-    k = logits.shape[-1]
-    if k % 2 != 1 or bins.shape[-1] != k:
-        raise ValueError(f"twohot_mean_pairsum needs an odd number of bins, got {k}")
-    m = (k - 1) // 2
+    m = _centre(logits, bins, "twohot_mean_pairsum")
     probs = jax.nn.softmax(logits, -1)
     weighted = probs * bins
     centre = weighted[..., m]
