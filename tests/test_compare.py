@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -378,3 +380,24 @@ def test_smoke_mode_uses_last_three_log_points(tmp_path):
     assert summ["mode"] == "smoke"
     # Full mode rejects the same run (not the protocol's config).
     assert compare.compare_main(str(run), None, None, None, smoke=False) == 1
+
+
+# --- the committed protocol runs ------------------------------------------------------------
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+@pytest.mark.parametrize("name", ["cartpole_protocol", "cartpole_protocol_pairsum"])
+def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
+    """The harness, run again on a committed run's own records, passes every input check and
+    gives the A, S1 and S2 that the committed summary.json and README report."""
+    src = RESULTS / name
+    for f in ("records.jsonl", "episodes.jsonl", "config.json"):
+        shutil.copy(src / f, tmp_path / f)
+    assert compare.compare_main(str(tmp_path), None, None, None) == 0
+    fresh, committed = read_summary(tmp_path), read_summary(src)
+    assert not failed_checks(fresh)
+    assert fresh["mode"] == "full" and fresh["seeds"] == [0, 1, 2]
+    for key in ("A", "S1", "S2_final", "LEARNS", "WITHIN_RANGE"):
+        assert fresh[key] == pytest.approx(committed[key]), key
+    assert f"**{fresh['A']:.1f}**" in (src / "README.md").read_text()
