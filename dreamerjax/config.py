@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 
 
@@ -96,7 +97,11 @@ class RetNormConfig:
 
 @dataclass(frozen=True)
 class LossScales:
-    dec: float = 1.0
+    """loss_scales: the decoder's scale is dec_cnn for an image observation and dec_mlp for
+    a vector one (configs.yaml:98 @29eb964)."""
+
+    dec_cnn: float = 1.0
+    dec_mlp: float = 1.0
     reward: float = 1.0
     cont: float = 1.0
     dyn: float = 1.0
@@ -104,6 +109,15 @@ class LossScales:
     actor: float = 1.0
     critic: float = 1.0
     replay_critic: float = 0.3
+
+    @property
+    def dec(self) -> float:
+        """The decoder scale where the caller cannot tell image keys from vector keys;
+        only defined while dec_cnn == dec_mlp."""
+        if self.dec_cnn != self.dec_mlp:
+            raise ValueError(f"loss_scales.dec_cnn ({self.dec_cnn}) != loss_scales.dec_mlp "
+                             f"({self.dec_mlp}): take the scale of the key's kind")
+        return self.dec_mlp
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,9 @@ class AgentConfig:
     # Test-only switch: latent and action samples take the mode (with the
     # straight-through gradient), as the reference fixtures were produced.
     sample_mode: bool = False
+    # enc.spaces / dec.spaces: regexes of the observation keys encoded / decoded.
+    enc_spaces: str = ".*"
+    dec_spaces: str = ".*"
 
 
 @dataclass(frozen=True)
@@ -156,7 +173,11 @@ class RunConfig:
     batch_size: int = 16
     batch_length: int = 64  # trained rows; one context row is added (replay_context 1)
     replay_context: int = 1
-    replay_capacity: int = 0  # rows per env; 0 = steps // num_envs (never overwrites)
+    train_fill: int = 0  # rows before the first update beyond the replay gate (run.train_fill)
+    # replay.size: rows over all envs, as the reference's one FIFO replay; each env's ring
+    # holds ceil(min(replay_size, steps) / num_envs) rows (replay_rows_per_env).
+    replay_size: int = 5_000_000
+    replay_capacity: int = 0  # rows per env when > 0 (overrides replay_size)
     steps: int = 20000
     eval_every: int = 2000
     eval_episodes: int = 10
@@ -165,10 +186,80 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class AtariConfig:
+    """env.atari (configs.yaml:79 @29eb964): read by the Atari suite."""
+
+    size: tuple[int, int] = (64, 64)
+    repeat: int = 4
+    sticky: bool = True
+    gray: bool = True
+    actions: str = "all"
+    lives: str = "unused"
+    noops: int = 0
+    autostart: bool = False
+    pooling: int = 2
+    aggregate: str = "max"
+    resize: str = "pillow"
+
+
+@dataclass(frozen=True)
+class Atari100kConfig:
+    """env.atari100k (configs.yaml:81 @29eb964)."""
+
+    size: tuple[int, int] = (64, 64)
+    repeat: int = 4
+    sticky: bool = False
+    gray: bool = False
+    actions: str = "all"
+    lives: str = "unused"
+    noops: int = 0
+    autostart: bool = False
+    resize: str = "pillow"
+    length: int = 100000
+
+
+@dataclass(frozen=True)
+class CrafterConfig:
+    """env.crafter (configs.yaml:80 @29eb964), without its logdir options."""
+
+    size: tuple[int, int] = (64, 64)
+
+
+@dataclass(frozen=True)
+class DMCConfig:
+    """env.dmc (configs.yaml:84 @29eb964)."""
+
+    size: tuple[int, int] = (64, 64)
+    repeat: int = 2
+    image: bool = True
+    camera: int = -1
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """env: per-suite settings, named as the reference's `env.<suite>.<key>`."""
+
+    atari: AtariConfig = field(default_factory=AtariConfig)
+    atari100k: Atari100kConfig = field(default_factory=Atari100kConfig)
+    crafter: CrafterConfig = field(default_factory=CrafterConfig)
+    dmc: DMCConfig = field(default_factory=DMCConfig)
+
+
+# The one default model size of every entry point (Config(), the CLI, `resolve`). The
+# reference's defaults are its 200m model; ours are the protocol's 1m (docs/config.md).
+DEFAULT_SIZE = "1m"
+
+
+def _default_agent() -> AgentConfig:
+    return agent_config(DEFAULT_SIZE)
+
+
+@dataclass(frozen=True)
 class Config:
-    agent: AgentConfig = field(default_factory=AgentConfig)
+    agent: AgentConfig = field(default_factory=_default_agent)
     run: RunConfig = field(default_factory=RunConfig)
-    size: str = "200m"
+    env: EnvConfig = field(default_factory=EnvConfig)
+    size: str = DEFAULT_SIZE  # a label: the size preset the widths equal, or "custom"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -204,7 +295,7 @@ def _resized(deter: int, hidden: int, classes: int, units: int, depth: int,
                dec=rep(base.dec, units=units, depth=depth), **heads)
 
 
-def agent_config(size: str = "200m", **overrides) -> AgentConfig:
+def agent_config(size: str = DEFAULT_SIZE, **overrides) -> AgentConfig:
     """The reference's default agent config resized to a preset.
 
     `overrides` replace top-level AgentConfig fields after resizing.
@@ -234,8 +325,25 @@ def tiny_agent_config(**overrides) -> AgentConfig:
     return dataclasses.replace(tiny, **overrides)
 
 
+def replay_rows_per_env(run: RunConfig) -> int:
+    """Rows of each env's replay ring: run.replay_capacity if set, else replay.size over
+    the envs, but never more than the run fills (a ring the run never wraps holds the
+    same rows as the reference's 5e6 FIFO)."""
+    if run.replay_capacity > 0:
+        return run.replay_capacity
+    return math.ceil(min(run.replay_size, run.steps) / run.num_envs)
+
+
 def from_dict(d: dict) -> Config:
-    """Inverse of Config.to_dict (tuples restored)."""
+    """Inverse of Config.to_dict (tuples restored). Fields missing from `d` (a config.json
+    written before they existed) take their defaults; loss_scales.dec of such a file sets
+    both dec_cnn and dec_mlp."""
+    d = json.loads(json.dumps(d))  # a deep copy
+    scales = d.get("agent", {}).get("loss_scales", {})
+    if "dec" in scales:
+        dec = scales.pop("dec")
+        scales.setdefault("dec_cnn", dec)
+        scales.setdefault("dec_mlp", dec)
 
     def build(cls, values):
         kwargs = {}
@@ -258,5 +366,6 @@ def from_dict(d: dict) -> Config:
 _DATACLASSES = {
     c.__name__: c
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
-              RetNormConfig, LossScales, AgentConfig, RunConfig)
+              RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
+              Atari100kConfig, CrafterConfig, DMCConfig, EnvConfig)
 }
