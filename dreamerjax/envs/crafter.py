@@ -10,7 +10,7 @@ log_keys_max '^log_achievement_.*', log_keys_sum '^log_reward$', aggregated over
 episode by embodied/run/train.py:48-54): `log_achievement_NAME`, the episode's maximum of
 Crafter's cumulative unlock count of NAME, that is its final count; `log_reward`, the sum
 of the game's reward (also for noreward). They reach the episode end through
-info["episode_log"] on the last step (episodes.jsonl), not the agent's observations
+info["episode_log"] (episodes.jsonl), not the agent's observations
 (the reference drops `log_` keys from its inputs, dreamerv3/agent.py:32).
 """
 
@@ -57,10 +57,7 @@ class CrafterEnv(HostEnv):
         for k in self.achievements:
             self._maxima[k] = max(self._maxima[k], int(info["achievements"][k]))
         terminal = bool(info["discount"] == 0)
-        out = {}
-        if done:
-            out["episode_log"] = {"log_reward": self._log_reward,
-                                  **{f"log_achievement_{k}": v
-                                     for k, v in self._maxima.items()}}
+        out = {"episode_log": {"log_reward": self._log_reward,
+                               **{f"log_achievement_{k}": v for k, v in self._maxima.items()}}}
         return ({"image": np.asarray(image, np.uint8)}, float(reward), terminal,
                 bool(done) and not terminal, out)

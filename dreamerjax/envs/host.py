@@ -10,8 +10,8 @@ A host env (one Python object per env instance) has
 
 Observations are a dict of named keys: vectors float32 [D], images uint8 [H, W, C]; rows
 carry them under `obs` (the row schema, dreamerjax/schema.py).
-`info["episode_log"]`, set on the step that ends an episode, carries per-episode extras
-(Crafter's achievement counts) into the episode end.
+`info["episode_log"]`, the running per-episode extras (Crafter's achievement counts), is
+reported with the episode's end, whichever limit ends it.
 
 `HostVector` holds N of them (in this process, or one worker process each) and
 `HostCollector` turns their steps into the rows of the compiled collector (envs/core.py):
@@ -155,6 +155,16 @@ def require_extra(suite: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise ImportError(f"--env {suite}_...: the {module} package is missing; install it "
                           f"with: pip install -e '.[{EXTRAS[suite]}]'")
+
+
+def config_settings(env_config, suite: str) -> dict[str, Any]:
+    """The settings of `suite` in a Config's env section (config.EnvConfig), as keyword
+    arguments for make_host_env; keys the section lacks keep SUITE_DEFAULTS."""
+    section = getattr(env_config, suite, None) if env_config is not None else None
+    if section is None:
+        return {}
+    return {k: (tuple(v) if isinstance(v, list) else v)
+            for k, v in dataclasses.asdict(section).items()}
 
 
 def suite_settings(suite: str, overrides: dict | None = None) -> dict[str, Any]:
