@@ -83,16 +83,16 @@ class CountFactory:
 
 def test_dict_observation_keys_dtypes_and_action_bounds():
     env = GymEnv(DictEnv)
-    # Gymnasium's Dict sorts its keys; nested keys are joined by '/'.
+    # Gymnasium's Dict sorts its keys; nested keys are joined by '_'.
     assert env.spec.obs_space == (
-        ("cam", (8, 6, 3), "uint8"), ("inner/flag", (3,), "float32"),
-        ("inner/scalar", (1,), "float32"), ("pos", (2,), "float32"))
+        ("cam", (8, 6, 3), "uint8"), ("inner_flag", (3,), "float32"),
+        ("inner_scalar", (1,), "float32"), ("pos", (2,), "float32"))
     assert env.spec.image_keys() == ("cam",)
     assert not env.spec.discrete and env.spec.action_dims == 2
     obs = env.reset(seed=0)
     assert obs["cam"].dtype == np.uint8 and obs["pos"].dtype == np.float32
-    np.testing.assert_array_equal(obs["inner/flag"], [0, 0, 1])  # Discrete(3, start=1): 3
-    np.testing.assert_array_equal(obs["inner/scalar"], [0.5])
+    np.testing.assert_array_equal(obs["inner_flag"], [0, 0, 1])  # Discrete(3, start=1): 3
+    np.testing.assert_array_equal(obs["inner_scalar"], [0.5])
     # [-1, 1] -> [0, 10] on the bounded dim; the unbounded dim passes through, clipped.
     for a, want in (([-1, 0.3], [0, 0.3]), ([1, -0.5], [10, -0.5]), ([0, 5], [5, 1]),
                     ([-3, -7], [0, -1])):

@@ -5,7 +5,9 @@ embodied/envs/from_gym.py at 29eb964, on Gymnasium's five-value step).
   (Gymnasium's own `module:id` form), so a user's env registered there is found.
 - Python API: `GymEnv(factory)` with a callable returning a `gymnasium.Env`.
 
-Observations: a Dict space is flattened to named keys joined by '/' (from_gym.py:95-105);
+Observations: a Dict space is flattened to named keys joined by '_' (the reference joins
+with '/', from_gym.py:95-105; the agent's parameter paths take no '/', so '_' as FromDM
+writes its keys, from_dm.py:37);
 any other space becomes one key, `image` when it is a uint8 array of rank 3 and `vector`
 otherwise (the reference names every single observation `image`, from_gym.py:10, 36).
 Box leaves that are not images become flat float32 vectors (a scalar is [1], as
@@ -30,7 +32,7 @@ def _flatten_space(space, prefix: str = "") -> dict[str, Any]:
     if isinstance(space, gs.Dict):
         out = {}
         for key, sub in space.spaces.items():
-            out.update(_flatten_space(sub, f"{prefix}/{key}" if prefix else str(key)))
+            out.update(_flatten_space(sub, f"{prefix}_{key}" if prefix else str(key)))
         return out
     return {prefix: space}
 
@@ -39,7 +41,7 @@ def _flatten_value(value, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         out = {}
         for key, sub in value.items():
-            out.update(_flatten_value(sub, f"{prefix}/{key}" if prefix else str(key)))
+            out.update(_flatten_value(sub, f"{prefix}_{key}" if prefix else str(key)))
         return out
     return {prefix: value}
 
