@@ -3,7 +3,8 @@ embodied/envs/from_gym.py at 29eb964, on Gymnasium's five-value step).
 
 - `gym_CartPole-v1`: any registered id; `gym_my_pkg:MyEnv-v0` imports `my_pkg` first
   (Gymnasium's own `module:id` form), so a user's env registered there is found.
-- Python API: `GymEnv(factory)` with a callable returning a `gymnasium.Env`.
+- Python API: `register("MyEnv-v0", factory)` then `gym_MyEnv-v0` in a run's config, or
+  `GymEnv(factory)` for one env instance.
 
 Observations: a Dict space is flattened to named keys joined by '_' (the reference joins
 with '/', from_gym.py:95-105; the agent's parameter paths take no '/', so '_' as FromDM
@@ -157,3 +158,16 @@ class GymEnv(HostEnv):
             self._env.close()
         except Exception:  # noqa: BLE001, S110 - closing is best effort (from_gym.py:89-93)
             pass
+
+
+def register(gym_id: str, factory: Callable[..., Any], **kwargs) -> str:
+    """Register a user's env factory with Gymnasium and return the dreamerjax env id.
+
+    `register("MyEnv-v0", MyEnv)` makes `--env gym_MyEnv-v0` (and `train(...)` with
+    `run.env="gym_MyEnv-v0"`) build `MyEnv()`. Worker processes (parallel host envs) only
+    see registrations made at the import of a module: register there, or use the
+    `gym_my_pkg:MyEnv-v0` form, which imports `my_pkg` in each worker.
+    """
+    import gymnasium
+    gymnasium.register(id=gym_id, entry_point=factory, **kwargs)
+    return f"gym_{gym_id}"

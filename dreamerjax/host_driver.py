@@ -1,0 +1,314 @@
+"""The host training path: environments that are not written in JAX (Gymnasium, Atari,
+DMC, Crafter; dreamerjax/envs/host.py) stepped on the CPU, with the policy, the replay
+insert and the updates still compiled.
+
+    HostTrainer (the compiled driver's Trainer interface: init, chunk, evaluate,
+                 abstract_state, metric_names, owed)
+      per tick:  jit(vmap(act_and_insert))(states, rows)   policy on the rows + replay add
+                 actions -> host                            (waits for the policy only)
+                 jit(train_steps)(states, owed)             the updates the schedule owes,
+                                                            dispatched, not awaited
+                 collector.step(actions)                    the envs step meanwhile
+      -> episode ends [ticks, seeds, envs], as the compiled chunk returns them
+
+The next tick's policy call needs the parameters after this tick's updates (as in the
+compiled path, where acting uses the parameters after the previous tick's updates), so
+only the env step overlaps the device work. Each seed has its own `num_envs` env
+instances (seeded from the run's seed and the env's index) and its own evaluation envs.
+The log points, records, checkpoints and callbacks are the compiled driver's
+(dreamerjax/driver.py): HostTrainer only replaces the Trainer. Host env states are not in
+checkpoints: a resumed run starts fresh episodes (the replay and agent are restored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dreamerjax import agent as agent_lib
+from dreamerjax import envs as envs_lib
+from dreamerjax import metric_window, schema
+from dreamerjax import replay as replay_lib
+from dreamerjax import schedule as schedule_lib
+from dreamerjax import train as train_lib
+from dreamerjax.config import Config
+from dreamerjax.envs import host as host_lib
+from dreamerjax.numerics import TWOHOT_MEANS
+from dreamerjax.train import SeedState, Setup
+
+EVAL_KEY_OFFSET = 1_000_000  # as driver.EVAL_KEY_OFFSET: fold_in(PRNGKey(seed), offset + i)
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def env_settings(config: Config) -> dict[str, Any]:
+    """The suite settings of the run's env from the Config's env section."""
+    suite, _ = host_lib.split_env_id(config.run.env)
+    return host_lib.suite_settings(
+        suite, host_lib.config_settings(getattr(config, "env", None), suite))
+
+
+def env_factory(config: Config) -> host_lib.EnvFactory:
+    return host_lib.EnvFactory(config.run.env, tuple(sorted(env_settings(config).items())))
+
+
+def spaces_of(spec: host_lib.HostSpec, config: Config) -> agent_lib.Spaces:
+    acfg = config.agent
+    return agent_lib.Spaces(
+        spec.obs_space, spec.discrete, spec.num_actions if spec.discrete else spec.action_dims,
+        enc_spaces=getattr(acfg, "enc_spaces", ".*"), dec_spaces=getattr(acfg, "dec_spaces",
+                                                                          ".*"))
+
+
+def make_host_setup(config: Config) -> Setup:
+    """Build one env in this process to read its spaces (as the reference's make_agent
+    does, dreamerv3/main.py:136-144) and validate the run before anything compiles."""
+    run = config.run
+    env = env_factory(config)()
+    try:
+        spec = env.spec
+    finally:
+        env.close()
+    spaces = spaces_of(spec, config)
+    from dreamerjax import nets
+    for name in spaces.enc_image_keys:
+        nets.cnn_strides(config.agent.enc, dict((n, s) for n, s, _ in spec.obs_space)[name][0])
+    if config.agent.twohot_mean not in TWOHOT_MEANS:
+        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
+                         f"{', '.join(TWOHOT_MEANS)}")
+    schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
+    if not (run.episode_limit or spec.episode_limit):
+        raise ValueError(f"--env {run.env} has no episode limit of its own: set "
+                         "run.episode_limit (evaluation plays each episode to its end)")
+    capacity = train_lib.replay_capacity(run)
+    length = run.batch_length + run.replay_context
+    if capacity < length:
+        raise ValueError(
+            f"replay capacity {capacity} rows per env is shorter than one batch row "
+            f"sequence ({length} = batch_length {run.batch_length} + context "
+            f"{run.replay_context}); raise --steps or replay_capacity")
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
+
+
+def is_host_setup(setup: Setup) -> bool:
+    return isinstance(setup.spec, host_lib.HostSpec)
+
+
+def episode_limit(setup: Setup) -> int:
+    return int(setup.run.episode_limit or setup.spec.episode_limit)
+
+
+# ----------------------------------------------------------------------------- per seed
+
+
+def init_host_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
+    """train.init_seed without env state: the agent, an empty replay, the policy carry.
+    The key is split as init_seed splits it, so a seed's agent starts from the same
+    parameters on both paths."""
+    run, cfg = setup.run, setup.config.agent
+    k_agent, _, k_run = jax.random.split(key, 3)
+    agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
+    example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
+                                                  cfg.rssm.stoch))
+    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
+                                    setup.window_length)
+    carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
+    return SeedState(agent=agent_state, replay=replay, env=(), row={}, carry=carry,
+                     key=k_run, window=metric_window.init(names),
+                     bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
+
+
+def act_and_insert(setup: Setup, s: SeedState, row: dict):
+    """The policy on one seed's host rows [num_envs, ...] and their replay insert (the
+    compiled act_and_store without its env step). Returns (state, actions [num_envs])."""
+    key, k_pol, _ = jax.random.split(s.key, 3)  # as act_and_store (its k_env unused here)
+    row = schema.conform(row, schema.env_row_spec(setup.spaces, row["is_first"].shape))
+    act, carry, latent = agent_lib.policy(
+        s.agent.params, setup.config.agent, setup.spaces, s.carry, row["obs"],
+        row["is_first"], k_pol)
+    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
+    replay = replay_lib.replay_add(s.replay, stored)
+    return s.replace(replay=replay, carry=carry, key=key), stored["action"]
+
+
+def train_steps(setup: Setup, states: SeedState, n) -> SeedState:
+    """`n` (traced) updates of every seed, as the compiled tick runs them."""
+    return jax.lax.fori_loop(
+        0, n, lambda _, st: jax.vmap(lambda s: train_lib.train_once(setup, s))(st), states)
+
+
+def eval_act(setup: Setup, params, carry, row, key, mode: bool):
+    """One evaluation policy step on host rows of one seed; returns (actions, carry)."""
+    k_pol, _ = jax.random.split(key)
+    row = schema.conform(row, schema.env_row_spec(setup.spaces, row["is_first"].shape))
+    act, carry, _ = agent_lib.policy(params, setup.config.agent, setup.spaces, carry,
+                                     row["obs"], row["is_first"], k_pol, mode)
+    return act, carry
+
+
+# ----------------------------------------------------------------------------- trainer
+
+
+def _env_seed(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+def _split_seeds(tree, seeds: int):
+    """[seeds * n, ...] -> [seeds, n, ...] on every leaf."""
+    return jax.tree.map(lambda x: x.reshape(seeds, -1, *x.shape[1:]), tree)
+
+
+@dataclasses.dataclass
+class HostTrainer:
+    """The compiled driver's Trainer for host envs (same methods, same outputs).
+
+    parallel: one worker process per env (else all step in this process); timeout: seconds
+    a worker may take for one command before the run stops with an error.
+    """
+
+    setup: Setup
+    seeds: tuple[int, ...]
+    devices: int = 1
+    parallel: bool = False
+    timeout: float = 300.0
+
+    def __post_init__(self):
+        if self.devices != 1:
+            raise ValueError("--devices: host environments run on one device")
+        setup = self.setup
+        self.metric_names = train_lib.metric_names(setup)
+        self.owed = train_lib.updates_per_tick(setup)
+        self.sharding = None
+        names = self.metric_names
+        self._init_fn = jax.vmap(lambda k: init_host_seed(setup, k, names))
+        self._init = jax.jit(self._init_fn)
+        self._act = jax.jit(jax.vmap(lambda s, r: act_and_insert(setup, s, r)),
+                            donate_argnums=0)
+        self._train = jax.jit(lambda st, n: train_steps(setup, st, n), donate_argnums=0)
+        self._eval_act = jax.jit(
+            jax.vmap(lambda p, c, r, k, mode: eval_act(setup, p, c, r, k, mode),
+                     in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+        self._eval_carry = jax.jit(jax.vmap(
+            lambda _: agent_lib.policy_initial(setup.config.agent, setup.spaces,
+                                               setup.run.eval_episodes)))
+        self._train_envs: host_lib.HostCollector | None = None
+        self._eval_envs: host_lib.HostCollector | None = None
+        self._rows: dict | None = None
+        self.episode_logs: dict[tuple[int, int, int], dict] = {}
+
+    # -- envs
+
+    def _collector(self, count: int) -> host_lib.HostCollector:
+        factory = env_factory(self.setup.config)
+        vec = host_lib.HostVector([factory] * count, parallel=self.parallel,
+                                  timeout=self.timeout)
+        col = host_lib.HostCollector(vec, time_limit=self.setup.run.episode_limit)
+        weakref.finalize(self, vec.close)
+        if col.spec != self.setup.spec:
+            vec.close()
+            raise ValueError(f"host env spaces changed: {col.spec} vs {self.setup.spec}")
+        return col
+
+    def _start_envs(self) -> None:
+        """Training envs: seed s, env w gets its own instance, first reset seeded (s, w)."""
+        n = self.setup.run.num_envs
+        self._train_envs = self._collector(len(self.seeds) * n)
+        env_seeds = [_env_seed(s, w) for s in self.seeds for w in range(n)]
+        self._rows = _split_seeds(self._train_envs.reset(env_seeds), len(self.seeds))
+
+    def close(self) -> None:
+        for col in (self._train_envs, self._eval_envs):
+            if col is not None:
+                col.close()
+
+    # -- the Trainer interface
+
+    def _keys(self) -> np.ndarray:
+        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
+
+    def init(self) -> SeedState:
+        return self._init(self._keys())
+
+    def abstract_state(self) -> SeedState:
+        return jax.eval_shape(self._init_fn, self._keys())
+
+    def chunk(self, states: SeedState, log_index: int):
+        """One log interval of ticks. Returns (states, EpisodeEnd [ticks, seeds, envs])."""
+        if self._train_envs is None:
+            self._start_envs()
+        t = self.setup.ticks_per_log
+        owed = self.owed[log_index * t:(log_index + 1) * t]
+        S, n = len(self.seeds), self.setup.run.num_envs
+        ends = []
+        for k, due in enumerate(owed):
+            states, actions = self._act(states, self._rows)
+            actions = np.asarray(actions)  # waits for the policy, not for updates
+            if due:
+                states = self._train(states, np.int32(due))  # dispatched; runs meanwhile
+            rows, end = self._train_envs.step(actions.reshape(S * n, *actions.shape[2:]))
+            self._rows = _split_seeds(rows, S)
+            ends.append(end)
+            row_last = log_index * t + k + 1
+            for j in np.nonzero(end.ended)[0]:
+                if end.logs[j]:
+                    self.episode_logs[(self.seeds[j // n], int(j % n), row_last)] = end.logs[j]
+        stack = lambda name, dtype: np.stack(  # noqa: E731
+            [getattr(e, name).reshape(S, n) for e in ends]).astype(dtype)
+        out = envs_lib.EpisodeEnd(ended=stack("ended", bool), length=stack("length", np.int32),
+                                  score=stack("score", np.float32),
+                                  terminal=stack("terminal", bool))
+        return states, out
+
+    def add_episode_logs(self, episodes: list[dict]) -> None:
+        """Merge the suites' per-episode extras (Crafter's log_achievement_*) into
+        episodes.jsonl rows of this run, and forget them."""
+        for e in episodes:
+            log = self.episode_logs.pop((e["seed"], e["worker"], e["row_last"]), None)
+            if log:
+                e.update(log)
+
+    def evaluate(self, params, log_index: int, mode: bool = False):
+        """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own
+        evaluation envs, the first episode of each up to the episode limit, keys as the
+        compiled evaluate draws them (fold_in(PRNGKey(seed), 1e6 + log index))."""
+        E, S = self.setup.run.eval_episodes, len(self.seeds)
+        if self._eval_envs is None:
+            self._eval_envs = self._collector(S * E)
+        keys = np.stack([np.asarray(jax.random.fold_in(
+            jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index)) for s in self.seeds])
+        limit = episode_limit(self.setup)
+        step_keys = jax.vmap(lambda k: jax.random.split(jax.random.split(k)[1], limit))(keys)
+        env_seeds = [_env_seed(s, EVAL_KEY_OFFSET + log_index, e)
+                     for s in self.seeds for e in range(E)]
+        rows = _split_seeds(self._eval_envs.reset(env_seeds), S)
+        carry = self._eval_carry(np.zeros((S,), np.int32))
+        ret = np.zeros((S * E,), np.float64)
+        length = np.zeros((S * E,), np.int64)
+        done = np.zeros((S * E,), bool)
+        for t in range(limit):
+            act, carry = self._eval_act(params, carry, rows, step_keys[:, t], mode)
+            act = np.asarray(act)
+            flat, _ = self._eval_envs.step(act.reshape(S * E, *act.shape[2:]))
+            live = ~done
+            ret += np.where(live, flat["reward"], 0.0)
+            length += live
+            done |= flat["is_last"]
+            if done.all():
+                break
+            rows = _split_seeds(flat, S)
+        # Unfinished episodes leave their envs mid-episode: the next evaluation resets all.
+        return (ret.astype(np.float32).reshape(S, E), length.astype(np.float32).reshape(S, E))
+
+
+def make_trainer(setup: Setup, seeds, devices: int = 1, **host_options) -> Any:
+    """The Trainer of a setup: HostTrainer for host envs, else the compiled Trainer."""
+    if is_host_setup(setup):
+        return HostTrainer(setup, tuple(seeds), devices, **host_options)
+    from dreamerjax.driver import Trainer
+    return Trainer(setup, tuple(seeds), devices)
