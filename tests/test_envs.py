@@ -165,3 +165,139 @@ def test_replay_row_zeroes_action_on_is_last():
     out = envs.replay_row(row, jnp.ones((3, 2)), jnp.ones((3, 8)), jnp.ones((3, 2), jnp.int32))
     np.testing.assert_array_equal(out["action"], [[1, 1], [0, 0], [1, 1]])
     assert out["deter"].dtype == jnp.float32 and out["stoch"].dtype == jnp.int32
+
+
+# ----------------------------------------------------------------------------- ids, suites
+
+
+def test_env_ids_suite_task_and_bare_gymnax():
+    spec = envs.make_env("gymnax_CartPole-v1")
+    assert (spec.suite, spec.task, spec.env_id) == ("gymnax", "CartPole-v1", "gymnax_CartPole-v1")
+    bare = envs.make_env("CartPole-v1")
+    assert (bare.suite, bare.task) == ("gymnax", "CartPole-v1")
+    assert bare.obs_space == spec.obs_space == (("vector", (4,), "float32"),)
+    # Split at the first underscore only (dreamerv3/main.py:192).
+    suite, task = envs.parse_env_id("craftax_Craftax-Classic-Symbolic-v1")
+    assert (suite.name, task) == ("craftax", "Craftax-Classic-Symbolic-v1")
+    assert envs.parse_env_id("gymnax_x_y")[1] == "x_y"
+
+
+@pytest.mark.parametrize("env_id, match", [
+    ("nosuch_Task", "unknown suite 'nosuch'.*gymnax, craftax, playground, brax"),
+    ("gymnax_", "no task after the suite prefix"),
+    ("gymnax_CartPole-v0", "unknown gymnax env 'CartPole-v0'.*CartPole-v1"),
+    ("", "expected SUITE_TASK"),
+])
+def test_env_id_errors(env_id, match):
+    with pytest.raises(ValueError, match=match):
+        envs.make_env(env_id)
+
+
+def test_missing_extra_names_install_command():
+    suite = envs.Suite("nopkg", "dreamerjax.envs.nopkg", ("dreamerjax_no_such_package",),
+                       extra="nopkg")
+    assert not suite.installed() and suite.missing() == ("dreamerjax_no_such_package",)
+    with pytest.raises(envs.MissingExtra, match=r"nopkg_x.*pip install -e '\.\[nopkg\]'"):
+        suite.load("nopkg_x")
+    assert issubclass(envs.MissingExtra, ValueError)  # the CLI prints it as one line
+
+
+def test_register_refuses_duplicates_and_underscores():
+    with pytest.raises(ValueError, match="already registered"):
+        envs.register(envs.Suite("gymnax", "x", ()))
+    with pytest.raises(ValueError, match="no underscore"):
+        envs.register(envs.Suite("a_b", "x", ()))
+
+
+def test_every_gymnax_id_builds_or_is_refused_with_its_reason():
+    """Not a whitelist: every registered gymnax id either builds into a spec the agent
+    can take, or is refused naming why (MNISTBandit downloads MNIST when built)."""
+    import gymnax
+    built = []
+    for task in gymnax.registered_envs:
+        try:
+            spec = envs.make_env(f"gymnax_{task}")
+        except ValueError as e:
+            assert task in str(e) and "cannot be built here" in str(e), str(e)
+            continue
+        built.append(task)
+        ((name, shape, dtype),) = spec.obs_space
+        assert (name, len(shape)) in (("vector", 1), ("image", 3)), (task, spec.obs_space)
+        assert dtype == ("uint8" if task.endswith("-MinAtar") else "float32")
+        assert spec.episode_limit > 0
+        assert (spec.num_actions >= 2) if spec.discrete else (spec.action_dims >= 1)
+    assert len(built) >= len(gymnax.registered_envs) - 1
+
+
+@pytest.mark.parametrize("env_id, obs_shape", [
+    ("gymnax_FrozenLake-misc", (16,)),  # Discrete observation -> one-hot
+    ("gymnax_Catch-bsuite", (50,)),  # a 10 x 5 grid -> flat vector
+    ("gymnax_PointRobot-misc", (6,)),  # continuous actions
+])
+def test_other_gymnax_families_roll_out(env_id, obs_shape):
+    spec = envs.make_env(env_id)
+    assert spec.obs_shape == obs_shape
+    if spec.discrete:
+        act = lambda t, k: jax.random.randint(k, (), 0, spec.num_actions)  # noqa: E731
+    else:
+        act = lambda t, k: jax.random.uniform(k, spec.action_shape, minval=-1, maxval=1)  # noqa: E731
+    rows, ends = _rollout(spec, jax.random.PRNGKey(4), 120, act)
+    assert rows["obs"].shape == (121, *obs_shape) and np.isfinite(rows["obs"]).all()
+    np.testing.assert_array_equal(rows["is_first"][1:], rows["is_last"][:-1])
+    if env_id == "gymnax_FrozenLake-misc":
+        np.testing.assert_array_equal(rows["obs"].sum(-1), 1.0)
+
+
+# ----------------------------------------------------------------------------- dict rows
+
+
+def _row_matches_spec(row, spec):
+    want = envs.row_spec(spec)
+    assert jax.tree.structure(row) == jax.tree.structure(want)
+    for got, sd in zip(jax.tree.leaves(row), jax.tree.leaves(want), strict=True):
+        assert got.shape == sd.shape and got.dtype == sd.dtype, (got.shape, got.dtype, sd)
+
+
+def test_dict_obs_minatar_uint8_and_legacy_float_agree():
+    spec = envs.make_env("gymnax_Breakout-MinAtar", dict_obs=True)
+    legacy = envs.make_env("gymnax_Breakout-MinAtar")
+    assert spec is not legacy and spec.dict_obs and not legacy.dict_obs
+    assert spec.obs_space == (("image", (10, 10, 4), "uint8"),)
+    key = jax.random.PRNGKey(9)
+    state, row = envs.collector_init(spec, key)
+    _, old_row = envs.collector_init(legacy, key)
+    _row_matches_spec(row, spec)
+    _row_matches_spec(old_row, legacy)
+    image = np.asarray(row["obs"]["image"])
+    assert set(np.unique(image)) <= {0, 255} and image.max() == 255
+    # The agent's /255 (agent.py:469-470) gives back gymnax's 0/1 floats exactly.
+    np.testing.assert_array_equal(image.astype(np.float32) / 255.0, old_row["obs"])
+    state, row, _ = jax.jit(lambda s, a, k: envs.collector_step(spec, s, a, k))(
+        state, jnp.int32(1), key)
+    _row_matches_spec(row, spec)
+
+
+def test_dict_obs_vector_rows_and_replay_row():
+    spec = envs.make_env("CartPole-v1", dict_obs=True)
+    state, row = envs.collector_init(spec, jax.random.PRNGKey(0))
+    _row_matches_spec(row, spec)
+    assert list(row["obs"]) == ["vector"] and row["obs"]["vector"].dtype == jnp.float32
+    stored = envs.replay_row(row, jnp.int32(1), jnp.zeros(8), jnp.zeros(2, jnp.int32))
+    assert stored["obs"]["vector"].shape == (4,) and int(stored["action"]) == 1
+
+
+def test_spaces_of_builds_agent_spaces():
+    spaces = envs.spaces_of(envs.make_env("Breakout-MinAtar", dict_obs=True))
+    assert spaces.obs == (("image", (10, 10, 4), "uint8"),)
+    assert spaces.act_discrete and spaces.act_dim == 3
+    pend = envs.spaces_of(envs.make_env("Pendulum-v1", dict_obs=True), "vector", "vector")
+    assert not pend.act_discrete and pend.act_dim == 1 and pend.enc_spaces == "vector"
+
+
+def test_action_bounds_round_trip():
+    spec = envs.make_env("gymnax_MountainCarContinuous-v0")
+    a = jnp.linspace(-1.0, 1.0, 9)[:, None]
+    env_a = jax.vmap(lambda x: envs.to_env_action(spec, x))(a)
+    assert float(env_a.min()) == spec.action_low[0] and float(env_a.max()) == spec.action_high[0]
+    back = jax.vmap(lambda x: envs.from_env_action(spec, x))(env_a)
+    np.testing.assert_allclose(back, a, atol=1e-6)

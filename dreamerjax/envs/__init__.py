@@ -1,27 +1,46 @@
-"""Environments as observation-aligned row streams (see envs/core.py for the row contract)."""
+"""Environments as observation-aligned row streams.
+
+envs/core.py holds the row contract and the collector; one module per suite builds an
+`EnvSpec` for its ids (envs/registry.py maps an id's `SUITE_` prefix to its module and
+extra). `make_env("gymnax_CartPole-v1")`, `make_env("CartPole-v1")` (a bare gymnax id).
+"""
 
 from dreamerjax.envs.core import (
-    ENV_IDS,
     CollectorState,
     EnvSpec,
     EpisodeEnd,
+    ObsSpace,
     Row,
+    Step,
     collector_init,
     collector_step,
+    from_env_action,
     make_env,
     replay_row,
+    row_spec,
+    spaces_of,
     to_env_action,
 )
+from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, parse_env_id, register
 
 __all__ = [
-    "ENV_IDS",
+    "SUITES",
     "CollectorState",
     "EnvSpec",
     "EpisodeEnd",
+    "MissingExtra",
+    "ObsSpace",
     "Row",
+    "Step",
+    "Suite",
     "collector_init",
     "collector_step",
+    "from_env_action",
     "make_env",
+    "parse_env_id",
+    "register",
     "replay_row",
+    "row_spec",
+    "spaces_of",
     "to_env_action",
 ]

@@ -1,4 +1,4 @@
-"""gymnax environments as observation-aligned rows (protocol section 2.1).
+"""Compiled environments as observation-aligned rows (protocol section 2.1).
 
 One env emits one row per tick. An episode of L agent steps gives L + 1 rows:
 
@@ -6,70 +6,99 @@ One env emits one row per tick. An episode of L agent steps gives L + 1 rows:
     row k      observation after step k and the reward of step k   (k = 1 .. L)
     row L      also is_last; is_terminal only on a real termination
 
-A time-limit end (post-step ``time >= max_steps_in_episode``, gymnax's own truncation
-test) is is_last without is_terminal. The env is held on its is_last tick: the next call
-emits the next episode's reset row and ignores the action it is given. This is the row
-stream the reference's driver produces with ``reset = is_last`` (embodied/core/driver.py:
-34-38, 70-74) from an env whose step returns the final observation.
+A time-limit end (the suite's own limit, or `episode_limit` agent steps) is is_last
+without is_terminal. The env is held on its is_last tick: the next call emits the next
+episode's reset row and ignores the action it is given. This is the row stream the
+reference's driver produces with ``reset = is_last`` (embodied/core/driver.py:34-38,
+70-74) from an env whose step returns the final observation.
 
-Everything here is a pure function of one env's pytree state; callers vmap over envs and
-seeds. We call gymnax's ``step_env`` / ``reset_env`` (no auto-reset) and do the reset row
-ourselves, so termination and truncation stay apart.
+Every suite module (envs/gymnax.py, craftax.py, playground.py, brax.py) builds an
+`EnvSpec` around two pure functions of one env, `reset` and `step`, written against the
+suite's non-auto-reset API and returning termination and truncation apart; the row
+logic, the held is_last tick and the episode bookkeeping live here, once. Callers vmap
+over envs and seeds.
+
+Observations are a dict of named keys, `EnvSpec.obs_space` = ((name, shape, dtype), ...):
+vectors float32 [D] ("vector"), images uint8 [H, W, C] ("image").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
-# gymnax imports its bsuite MNIST loader (and with it `six`) at package import.
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from gymnax.environments import spaces as gx_spaces
 
-ENV_IDS: tuple[str, ...] = (
-    "CartPole-v1",
-    "Acrobot-v1",
-    "MountainCar-v0",
-    "Pendulum-v1",
-    "MountainCarContinuous-v0",
-    "Asterix-MinAtar",
-    "Breakout-MinAtar",
-    "Freeway-MinAtar",
-    "Seaquest-MinAtar",
-    "SpaceInvaders-MinAtar",
-)
-"""The gymnax 1.0.1 environments this adapter supports (each checked by a short rollout)."""
+from dreamerjax.envs import registry
+
+ObsSpace = tuple[tuple[str, tuple[int, ...], str], ...]
+"""(name, shape, dtype_str) per observation key, in the env's order."""
+
+OBS_DTYPES = ("float32", "uint8")
+
+
+@struct.dataclass
+class Step:
+    """What a suite's `step` returns for one env step (all arrays of one env)."""
+
+    env_state: Any
+    obs: dict  # {name: array} in the stored dtypes of EnvSpec.obs_space
+    reward: jax.Array  # float32
+    terminated: jax.Array  # bool: a real termination (the MDP ended)
+    truncated: jax.Array  # bool: a time limit
+    stats: dict  # {name: array} per-episode keys (EnvSpec.episode_keys), read where ended
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class EnvSpec:
-    """A gymnax env with its params and the facts the agent needs about it.
+    """A compiled env and the facts the agent needs about it.
 
     Compared and hashed by identity; `make_env` caches, so one id gives one spec object
     (safe to close over or to pass as a static argument).
 
-    Continuous actions: the agent acts in [-1, 1]^dims; `to_env_action` clips to that box
-    and rescales to [low, high] (the reference's ClipAction after NormalizeAction,
-    dreamerv3/main.py:228-245, embodied/core/wrappers.py:63-92).
+    reset(key) -> (env_state, obs); step(key, env_state, env_action, length) -> Step,
+    where `length` is the episode's agent steps including this one (int32, for suites
+    whose time limit the adapter keeps). Continuous actions: the agent acts in
+    [-1, 1]^dims; `to_env_action` clips to that box and rescales to [low, high] (the
+    reference's ClipAction after NormalizeAction, dreamerv3/main.py:228-245,
+    embodied/core/wrappers.py:63-92).
+
+    dict_obs: rows carry `obs` as {name: array} (True) or, for a loop that still takes one
+    array, the single observation key as float32 with uint8 images divided by 255 (False,
+    the default until the loop takes dict observations).
     """
 
     env_id: str
-    env: Any  # gymnax Environment
-    params: Any  # gymnax EnvParams
-    obs_shape: tuple[int, ...]
-    obs_dtype: np.dtype
-    is_image: bool  # 3-D observation [H, W, C] (MinAtar)
+    suite: str
+    task: str
+    obs_space: ObsSpace
     discrete: bool
     num_actions: int  # classes of a discrete action; 0 when continuous
     action_dims: int  # size of a continuous action vector; 0 when discrete
     action_low: tuple[float, ...]  # per-dim env bounds (continuous only)
     action_high: tuple[float, ...]
-    episode_limit: int  # params.max_steps_in_episode
+    episode_limit: int  # agent steps after which an episode is cut (a time limit)
+    reset: Callable = dataclasses.field(repr=False)
+    step: Callable = dataclasses.field(repr=False)
+    env_action_shape: tuple[int, ...] = ()  # the action's shape as the suite takes it
+    episode_keys: tuple[tuple[str, str], ...] = ()  # (name, dtype) of Step.stats
+    dict_obs: bool = False
+    env: Any = dataclasses.field(default=None, repr=False)  # the suite's env object
+    params: Any = dataclasses.field(default=None, repr=False)  # its params, if any
+
+    def __post_init__(self):
+        for name, shape, dtype in self.obs_space:
+            if dtype not in OBS_DTYPES or len(shape) not in (1, 3):
+                raise ValueError(f"{self.env_id}: observation {name!r} {shape} {dtype}: "
+                                 "vectors float32 [D] or images [H, W, C] expected")
+        if not self.dict_obs and len(self.obs_space) != 1:
+            raise ValueError(f"{self.env_id} has observation keys "
+                             f"{[n for n, _, _ in self.obs_space]}: it needs dict_obs=True")
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -80,54 +109,64 @@ class EnvSpec:
     def action_dtype(self) -> jnp.dtype:
         return jnp.int32 if self.discrete else jnp.float32
 
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """The shape of the only observation key (single-array loops)."""
+        if len(self.obs_space) != 1:
+            raise ValueError(f"{self.env_id} has {len(self.obs_space)} observation keys")
+        return self.obs_space[0][1]
+
+    @property
+    def is_image(self) -> bool:
+        """Whether the only observation key is an image [H, W, C]."""
+        return len(self.obs_shape) == 3
+
 
 @functools.cache
-def make_env(env_id: str, episode_limit: int = 0) -> EnvSpec:
-    """Build the spec of a supported gymnax env.
+def make_env(env_id: str, episode_limit: int = 0, *, dict_obs: bool = False,
+             **options) -> EnvSpec:
+    """Build the spec of `SUITE_TASK` (a bare id is a gymnax task).
 
-    episode_limit > 0 replaces params.max_steps_in_episode (0 keeps the env's own).
-    Raises ValueError for an unknown id before anything is compiled.
+    episode_limit > 0 replaces the env's own time limit in agent steps (0 keeps it).
+    options go to the suite's `make` (e.g. craftax `size=(64, 64)`, playground `repeat`).
+    Raises ValueError (MissingExtra for a suite that is not installed) before anything
+    is compiled.
     """
-    if env_id not in ENV_IDS:
-        raise ValueError(f"Unknown env id {env_id!r}; known ids: {', '.join(ENV_IDS)}")
     if episode_limit < 0:
         raise ValueError(f"episode_limit must be >= 0, got {episode_limit}")
-    env, params = gymnax.make(env_id)
-    if episode_limit:
-        params = params.replace(max_steps_in_episode=int(episode_limit))
-    obs_space = env.observation_space(params)
-    obs_shape = tuple(int(d) for d in obs_space.shape)
-    act_space = env.action_space(params)
-    if isinstance(act_space, gx_spaces.Discrete):
-        discrete, num_actions, dims, low, high = True, int(act_space.n), 0, (), ()
-    elif isinstance(act_space, gx_spaces.Box):
-        dims = int(np.prod(act_space.shape))
-        low = tuple(float(x) for x in np.broadcast_to(act_space.low, (dims,)))
-        high = tuple(float(x) for x in np.broadcast_to(act_space.high, (dims,)))
-        discrete, num_actions = False, 0
-    else:  # pragma: no cover - every listed id is Discrete or Box
-        raise ValueError(f"{env_id}: unsupported action space {type(act_space).__name__}")
-    return EnvSpec(
-        env_id=env_id,
-        env=env,
-        params=params,
-        obs_shape=obs_shape,
-        obs_dtype=np.dtype(np.float32),
-        is_image=len(obs_shape) == 3,
-        discrete=discrete,
-        num_actions=num_actions,
-        action_dims=dims,
-        action_low=low,
-        action_high=high,
-        episode_limit=int(params.max_steps_in_episode),
-    )
+    suite, task = registry.parse_env_id(env_id)
+    if not suite.compiled:
+        raise ValueError(f"env id {env_id!r}: suite {suite.name!r} runs on the host, "
+                         "not in the compiled collector")
+    spec = suite.load(env_id).make(task, int(episode_limit), **options)
+    return dataclasses.replace(spec, env_id=env_id, dict_obs=bool(dict_obs))
+
+
+def row_spec(spec: EnvSpec) -> dict:
+    """The schema of one env row as `collector_init` / `collector_step` emit it:
+    {obs: {name: ShapeDtypeStruct} (or one ShapeDtypeStruct when not dict_obs),
+    reward f32, is_first / is_last / is_terminal bool}, all of one env."""
+    sd = jax.ShapeDtypeStruct
+    if spec.dict_obs:
+        obs = {n: sd(s, jnp.dtype(t)) for n, s, t in spec.obs_space}
+    else:
+        obs = sd(spec.obs_shape, jnp.float32)
+    return dict(obs=obs, reward=sd((), jnp.float32), is_first=sd((), jnp.bool_),
+                is_last=sd((), jnp.bool_), is_terminal=sd((), jnp.bool_))
+
+
+def spaces_of(spec: EnvSpec, enc_spaces: str = ".*", dec_spaces: str = ".*"):
+    """The agent's Spaces of this env (with the reference's enc/dec.spaces regexes)."""
+    from dreamerjax import agent as agent_lib
+    n = spec.num_actions if spec.discrete else spec.action_dims
+    return agent_lib.Spaces(spec.obs_space, spec.discrete, int(n), enc_spaces, dec_spaces)
 
 
 @struct.dataclass
 class CollectorState:
     """One env's collector state (vmap adds leading axes)."""
 
-    env_state: Any  # gymnax EnvState
+    env_state: Any  # the suite's env state
     is_last: jax.Array  # bool: the last emitted row ended an episode -> next call resets
     length: jax.Array  # int32: steps taken in the current episode
     score: jax.Array  # float32: sum of the current episode's step rewards
@@ -135,21 +174,34 @@ class CollectorState:
 
 @struct.dataclass
 class EpisodeEnd:
-    """Reported with every row; meaningful where `ended` (the row is an episode's is_last)."""
+    """Reported with every row; meaningful where `ended` (the row is an episode's is_last).
+
+    stats: the suite's per-episode keys (EnvSpec.episode_keys), e.g. Craftax's
+    `log_achievement_<name>` int32 (1 if unlocked in the episode); {} for most suites.
+    """
 
     ended: jax.Array  # bool
     length: jax.Array  # int32: agent steps L of the finished episode
     score: jax.Array  # float32: sum of its step rewards
     terminal: jax.Array  # bool: real termination (False for a time-limit end)
+    stats: dict = struct.field(default_factory=dict)
 
 
-Row = dict[str, jax.Array]
-"""obs [*obs_shape] f32, reward f32, is_first / is_last / is_terminal bool."""
+Row = dict[str, Any]
+"""obs ({name: array} or one array), reward f32, is_first / is_last / is_terminal bool."""
 
 
-def _row(obs, reward, is_first, is_last, is_terminal) -> Row:
+def _pack_obs(spec: EnvSpec, obs: dict):
+    if spec.dict_obs:
+        return {n: jnp.asarray(obs[n], jnp.dtype(t)) for n, _, t in spec.obs_space}
+    name, _, dtype = spec.obs_space[0]
+    x = jnp.asarray(obs[name], jnp.float32)
+    return x / 255.0 if dtype == "uint8" else x
+
+
+def _row(spec, obs, reward, is_first, is_last, is_terminal) -> Row:
     return dict(
-        obs=jnp.asarray(obs, jnp.float32),
+        obs=_pack_obs(spec, obs),
         reward=jnp.asarray(reward, jnp.float32),
         is_first=jnp.asarray(is_first, bool),
         is_last=jnp.asarray(is_last, bool),
@@ -157,14 +209,14 @@ def _row(obs, reward, is_first, is_last, is_terminal) -> Row:
     )
 
 
-def _strong(x) -> jax.Array:
+def _fixed_dtype(x) -> jax.Array:
     """An array with a fixed (not weak) dtype, so scan carries keep one type."""
     x = jnp.asarray(x)
     return jnp.array(x, dtype=x.dtype)
 
 
 def to_env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
-    """Agent action -> the action gymnax receives.
+    """Agent action -> the action the suite receives.
 
     Discrete: the int32 index as is. Continuous: clip to [-1, 1], rescale to [low, high]
     per dim, reshaped to the env's action shape.
@@ -175,19 +227,33 @@ def to_env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
     low = jnp.asarray(spec.action_low, jnp.float32)
     high = jnp.asarray(spec.action_high, jnp.float32)
     a = (a + 1.0) / 2.0 * (high - low) + low
-    return a.reshape(spec.env.action_space(spec.params).shape)
+    return a.reshape(spec.env_action_shape)
+
+
+def from_env_action(spec: EnvSpec, env_action: jax.Array) -> jax.Array:
+    """The inverse of `to_env_action` on the env's box: [low, high] -> [-1, 1]."""
+    if spec.discrete:
+        return jnp.asarray(env_action, jnp.int32)
+    low = jnp.asarray(spec.action_low, jnp.float32)
+    high = jnp.asarray(spec.action_high, jnp.float32)
+    a = jnp.asarray(env_action, jnp.float32).reshape(spec.action_shape)
+    return (a - low) / (high - low) * 2.0 - 1.0
+
+
+def _zero_stats(spec: EnvSpec) -> dict:
+    return {n: jnp.zeros((), jnp.dtype(t)) for n, t in spec.episode_keys}
 
 
 def collector_init(spec: EnvSpec, key: jax.Array) -> tuple[CollectorState, Row]:
     """Reset the env and emit its first row (reset obs, reward 0, is_first)."""
-    obs, env_state = spec.env.reset_env(key, spec.params)
+    env_state, obs = spec.reset(key)
     state = CollectorState(
-        env_state=jax.tree.map(_strong, env_state),
+        env_state=jax.tree.map(_fixed_dtype, env_state),
         is_last=jnp.asarray(False),
         length=jnp.asarray(0, jnp.int32),
         score=jnp.asarray(0.0, jnp.float32),
     )
-    return state, _row(obs, 0.0, True, False, False)
+    return state, _row(spec, obs, 0.0, True, False, False)
 
 
 def collector_step(
@@ -200,20 +266,20 @@ def collector_step(
     Both branches are computed and selected (what vmap would do with a cond anyway).
     """
     key_reset, key_step = jax.random.split(key)
-    reset_obs, reset_env_state = spec.env.reset_env(key_reset, spec.params)
-    obs, env_state, reward, terminated, _ = spec.env.step_env(
-        key_step, state.env_state, to_env_action(spec, action), spec.params)
-    truncated = spec.env.is_truncated(env_state, spec.params)
-    terminated = jnp.asarray(terminated, bool)
-    is_last = terminated | jnp.asarray(truncated, bool)
-    reward = jnp.asarray(reward, jnp.float32)
+    reset_env_state, reset_obs = spec.reset(key_reset)
+    out = spec.step(key_step, state.env_state, to_env_action(spec, action),
+                    state.length + 1)
+    terminated = jnp.asarray(out.terminated, bool)
+    is_last = terminated | jnp.asarray(out.truncated, bool)
+    reward = jnp.asarray(out.reward, jnp.float32)
 
     reset = state.is_last
     pick = lambda a, b: jnp.where(reset, a, b)  # noqa: E731
     length = jnp.where(reset, 0, state.length + 1).astype(jnp.int32)
     score = jnp.where(reset, 0.0, state.score + reward).astype(jnp.float32)
     row = _row(
-        pick(reset_obs, obs),
+        spec,
+        jax.tree.map(pick, reset_obs, out.obs),
         pick(0.0, reward),
         reset,
         ~reset & is_last,
@@ -222,13 +288,14 @@ def collector_step(
     new_state = CollectorState(
         env_state=jax.tree.map(
             lambda a, b, old: pick(a, b).astype(old.dtype),
-            reset_env_state, env_state, state.env_state),
+            reset_env_state, out.env_state, state.env_state),
         is_last=row["is_last"],
         length=length,
         score=score,
     )
+    stats = {n: jnp.asarray(out.stats[n], jnp.dtype(t)) for n, t in spec.episode_keys}
     end = EpisodeEnd(ended=row["is_last"], length=length, score=score,
-                     terminal=row["is_terminal"])
+                     terminal=row["is_terminal"], stats=stats)
     return new_state, row, end
 
 
@@ -245,3 +312,13 @@ def replay_row(row: Row, action: jax.Array, deter: jax.Array, stoch: jax.Array) 
     action = jnp.where(mask, jnp.zeros_like(action), action)
     return dict(row, action=action, deter=jnp.asarray(deter, jnp.float32),
                 stoch=jnp.asarray(stoch, jnp.int32))
+
+
+def box_bounds(low, high, dims: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-dim finite bounds of a continuous action box, checked (suite helpers)."""
+    low = np.broadcast_to(np.asarray(low, np.float64), (dims,))
+    high = np.broadcast_to(np.asarray(high, np.float64), (dims,))
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+        raise ValueError(f"action bounds [{low}, {high}] must be finite with high > low: "
+                         "they cannot be normalised to [-1, 1]")
+    return tuple(float(x) for x in low), tuple(float(x) for x in high)

@@ -1,0 +1,115 @@
+"""Environment suites by id prefix, imported lazily.
+
+Env ids are `SUITE_TASK`, split at the first underscore as the reference's main.py
+splits `config.task` (dreamerv3/main.py:192): `gymnax_CartPole-v1`, `craftax_Craftax-
+Classic-Symbolic-v1`, `playground_CartpoleBalance`, `brax_ant`. An id without an
+underscore is a bare gymnax id (`CartPole-v1`), as before suites existed.
+
+A suite's module is imported only when an id of it is built, and only after its
+packages are found, so a missing extra is a one-line error with the install command
+(before anything compiles) and `dreamerjax envs` can list every suite without importing
+any. Compiled suites (JAX-native) provide `make(task, episode_limit, **options) ->
+EnvSpec`; host suites register here too with `compiled=False` and their own contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+from types import ModuleType
+
+
+class MissingExtra(ValueError):
+    """An env id whose suite's packages are not installed (a bad-input error: the CLI
+    prints it as one line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """One environment family."""
+
+    name: str  # the id prefix
+    module: str  # the adapter module, imported on first use
+    requires: tuple[str, ...]  # top-level packages it imports
+    extra: str = ""  # pyproject extra that installs them; "" for the base install
+    compiled: bool = True  # JAX-native: steps inside the compiled chunk
+    about: str = ""
+    example: str = ""
+
+    @property
+    def install(self) -> str:
+        """The command that installs this suite's packages."""
+        return f"pip install -e '.[{self.extra}]'" if self.extra else "(base install)"
+
+    def missing(self) -> tuple[str, ...]:
+        """The required packages that cannot be found (nothing is imported)."""
+        return tuple(r for r in self.requires if importlib.util.find_spec(r) is None)
+
+    def installed(self) -> bool:
+        return not self.missing()
+
+    def load(self, env_id: str = "") -> ModuleType:
+        """Import the adapter module; MissingExtra names the install command."""
+        missing = self.missing()
+        if missing:
+            what = f"env {env_id!r}" if env_id else f"suite {self.name!r}"
+            raise MissingExtra(
+                f"{what} needs {', '.join(missing)} (not installed): {self.install}")
+        return importlib.import_module(self.module)
+
+
+SUITES: dict[str, Suite] = {}
+"""Prefix -> suite, in listing order."""
+
+
+def register(suite: Suite) -> Suite:
+    """Add a suite (host suites register from their own modules' import sites)."""
+    if "_" in suite.name:
+        raise ValueError(f"suite name {suite.name!r}: no underscore (ids split at the first)")
+    if suite.name in SUITES:
+        raise ValueError(f"suite {suite.name!r} is already registered")
+    SUITES[suite.name] = suite
+    return suite
+
+
+register(Suite(
+    "gymnax", "dreamerjax.envs.gymnax", ("gymnax",),
+    about="classic control, MinAtar, bsuite and misc envs in JAX",
+    example="gymnax_CartPole-v1"))
+register(Suite(
+    "craftax", "dreamerjax.envs.craftax", ("craftax",), extra="craftax",
+    about="Crafter (Classic) and Craftax in JAX; symbolic vectors or pixels",
+    example="craftax_Craftax-Classic-Symbolic-v1"))
+register(Suite(
+    "playground", "dreamerjax.envs.playground", ("mujoco_playground", "mujoco"),
+    extra="playground",
+    about="MuJoCo Playground's DeepMind Control Suite on MJX (proprioceptive)",
+    example="playground_CartpoleBalance"))
+register(Suite(
+    "brax", "dreamerjax.envs.brax", ("brax",), extra="brax",
+    about="Brax locomotion envs (ant, halfcheetah, hopper, ...)",
+    example="brax_ant"))
+
+
+def parse_env_id(env_id: str) -> tuple[Suite, str]:
+    """`SUITE_TASK` -> (suite, task); a bare id (no underscore) is a gymnax task."""
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"env id {env_id!r}: expected SUITE_TASK, e.g. gymnax_CartPole-v1")
+    if "_" not in env_id:
+        return SUITES["gymnax"], env_id
+    prefix, task = env_id.split("_", 1)
+    if prefix not in SUITES:
+        raise ValueError(
+            f"env id {env_id!r}: unknown suite {prefix!r}; suites: {', '.join(SUITES)} "
+            "(ids are SUITE_TASK, e.g. gymnax_CartPole-v1; a bare gymnax id also works)")
+    if not task:
+        raise ValueError(f"env id {env_id!r}: no task after the suite prefix")
+    return SUITES[prefix], task
+
+
+def listing() -> list[dict]:
+    """One entry per suite for `dreamerjax envs`: name, installed, install, ..."""
+    return [dict(suite=s.name, installed=s.installed(), compiled=s.compiled,
+                 install=s.install, example=s.example, about=s.about,
+                 missing=list(s.missing())) for s in SUITES.values()]
