@@ -200,7 +200,6 @@ class HostTrainer:
         self._train_envs: host_lib.HostCollector | None = None
         self._eval_envs: host_lib.HostCollector | None = None
         self._rows: dict | None = None
-        self.episode_logs: dict[tuple[int, int, int], dict] = {}
 
     # -- envs
 
@@ -246,7 +245,7 @@ class HostTrainer:
         owed = self.owed[log_index * t:(log_index + 1) * t]
         S, n = len(self.seeds), self.setup.run.num_envs
         ends = []
-        for k, due in enumerate(owed):
+        for due in owed:
             states, actions = self._act(states, self._rows)
             actions = np.asarray(actions)  # waits for the policy, not for updates
             if due:
@@ -254,24 +253,12 @@ class HostTrainer:
             rows, end = self._train_envs.step(actions.reshape(S * n, *actions.shape[2:]))
             self._rows = _split_seeds(rows, S)
             ends.append(end)
-            row_last = log_index * t + k + 1
-            for j in np.nonzero(end.ended)[0]:
-                if end.logs[j]:
-                    self.episode_logs[(self.seeds[j // n], int(j % n), row_last)] = end.logs[j]
-        stack = lambda name, dtype: np.stack(  # noqa: E731
-            [getattr(e, name).reshape(S, n) for e in ends]).astype(dtype)
-        out = envs_lib.EpisodeEnd(ended=stack("ended", bool), length=stack("length", np.int32),
-                                  score=stack("score", np.float32),
-                                  terminal=stack("terminal", bool))
+        stack = lambda xs: np.stack([x.reshape(S, n) for x in xs])  # noqa: E731
+        out = envs_lib.EpisodeEnd(
+            ended=stack([e.ended for e in ends]), length=stack([e.length for e in ends]),
+            score=stack([e.score for e in ends]), terminal=stack([e.terminal for e in ends]),
+            stats={k: stack([e.stats[k] for e in ends]) for k in ends[0].stats})
         return states, out
-
-    def add_episode_logs(self, episodes: list[dict]) -> None:
-        """Merge the suites' per-episode extras (Crafter's log_achievement_*) into
-        episodes.jsonl rows of this run, and forget them."""
-        for e in episodes:
-            log = self.episode_logs.pop((e["seed"], e["worker"], e["row_last"]), None)
-            if log:
-                e.update(log)
 
     def evaluate(self, params, log_index: int, mode: bool = False):
         """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own

@@ -5,6 +5,7 @@ envs/core.py holds the row contract and the collector; one module per suite buil
 extra). `make_env("gymnax_CartPole-v1")`, `make_env("CartPole-v1")` (a bare gymnax id).
 """
 
+from dreamerjax.envs import host  # noqa: F401 - registers the host suites (gym, atari, ...)
 from dreamerjax.envs.core import (
     CollectorState,
     EnvSpec,

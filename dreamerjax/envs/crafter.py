@@ -9,8 +9,8 @@ Per-episode extras, as the reference's crafter preset logs them (configs.yaml:22
 log_keys_max '^log_achievement_.*', log_keys_sum '^log_reward$', aggregated over the
 episode by embodied/run/train.py:48-54): `log_achievement_NAME`, the episode's maximum of
 Crafter's cumulative unlock count of NAME, that is its final count; `log_reward`, the sum
-of the game's reward (also for noreward). They reach the episode end through
-info["episode_log"] (episodes.jsonl), not the agent's observations
+of the game's reward (also for noreward). They reach the episode end's `stats`
+through info["episode_log"] (episodes.jsonl), not the agent's observations
 (the reference drops `log_` keys from its inputs, dreamerv3/agent.py:32).
 """
 
@@ -38,7 +38,9 @@ class CrafterEnv(HostEnv):
             env_id=env_id,
             obs_space=check_obs_space(env_id, (("image", (*self.size, 3), "uint8"),)),
             discrete=True, num_actions=int(self._env.action_space.n), action_dims=0,
-            episode_limit=int(self._env._length or 0))
+            episode_limit=int(self._env._length or 0),
+            episode_keys=(("log_reward", "float32"),
+                          *((f"log_achievement_{k}", "int32") for k in self.achievements)))
 
     def _make(self, seed: int | None):
         # Crafter seeds its worlds at construction (each reset draws from that seed).

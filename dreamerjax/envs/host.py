@@ -10,8 +10,9 @@ A host env (one Python object per env instance) has
 
 Observations are a dict of named keys: vectors float32 [D], images uint8 [H, W, C]; rows
 carry them under `obs` (the row schema, dreamerjax/schema.py).
-`info["episode_log"]`, the running per-episode extras (Crafter's achievement counts), is
-reported with the episode's end, whichever limit ends it.
+`info["episode_log"]`, the running per-episode extras named by `spec.episode_keys`
+(Crafter's achievement counts), is reported in the episode end's `stats`, whichever limit
+ends it.
 
 `HostVector` holds N of them (in this process, or one worker process each) and
 `HostCollector` turns their steps into the rows of the compiled collector (envs/core.py):
@@ -36,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, register
+
 ObsSpace = tuple[tuple[str, tuple[int, ...], str], ...]
 """(name, shape, dtype_str) per observation key, in the env's order."""
 
@@ -58,10 +61,26 @@ SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 WRAPPER_DEFAULTS = dict(length=0)  # configs.yaml:77 `wrapper.length` (0: no extra limit)
 
-EXTRAS = {"gym": "gym", "atari": "atari", "atari100k": "atari", "dmc": "dmc",
-          "crafter": "crafter"}
-_IMPORTS = {"gym": "gymnasium", "atari": "ale_py", "atari100k": "ale_py",
-            "dmc": "dm_control", "crafter": "crafter"}
+# The host suites in the env registry (envs/registry.py), for `dreamerjax envs` and the
+# missing-extra errors; compiled=False: they step here, not inside the compiled chunk.
+for _suite in (
+        Suite("gym", "dreamerjax.envs.gym", ("gymnasium",), extra="gym", compiled=False,
+              about="any registered Gymnasium env (Box/Discrete), on the host",
+              example="gym_CartPole-v1"),
+        Suite("atari", "dreamerjax.envs.atari", ("ale_py", "PIL"), extra="atari",
+              compiled=False, about="Atari 2600 through ale-py, the reference's wrapper",
+              example="atari_pong"),
+        Suite("atari100k", "dreamerjax.envs.atari", ("ale_py", "PIL"), extra="atari",
+              compiled=False, about="Atari 100k settings (no sticky actions, colour)",
+              example="atari100k_pong"),
+        Suite("dmc", "dreamerjax.envs.dmc", ("dm_control", "mujoco"), extra="dmc",
+              compiled=False, about="DeepMind Control Suite through dm_control",
+              example="dmc_walker_walk"),
+        Suite("crafter", "dreamerjax.envs.crafter", ("crafter",), extra="crafter",
+              compiled=False, about="Crafter, achievements per episode",
+              example="crafter_reward")):
+    if _suite.name not in SUITES:
+        register(_suite)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +93,7 @@ class HostSpec:
     num_actions: int  # classes of a discrete action; 0 when continuous
     action_dims: int  # size of a continuous action vector; 0 when discrete
     episode_limit: int = 0  # the env's own limit in agent steps where known, else 0
+    episode_keys: tuple[tuple[str, str], ...] = ()  # (name, dtype) of info["episode_log"]
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -148,13 +168,14 @@ def is_host_env_id(env_id: str) -> bool:
     return env_id.partition("_")[0] in HOST_SUITES and "_" in env_id
 
 
-def require_extra(suite: str) -> None:
-    """A one-line ImportError naming the extra to install when a suite's package is missing."""
-    import importlib.util
-    module = _IMPORTS[suite]
-    if importlib.util.find_spec(module) is None:
-        raise ImportError(f"--env {suite}_...: the {module} package is missing; install it "
-                          f"with: pip install -e '.[{EXTRAS[suite]}]'")
+def require_extra(env_id: str) -> None:
+    """MissingExtra (one line, with the install command) when a suite's packages are
+    missing."""
+    suite = SUITES[split_env_id(env_id)[0]]
+    missing = suite.missing()
+    if missing:
+        raise MissingExtra(f"env {env_id!r} needs {', '.join(missing)} (not installed): "
+                           f"{suite.install}")
 
 
 def config_settings(env_config, suite: str) -> dict[str, Any]:
@@ -187,7 +208,7 @@ def make_host_env(env_id: str, **settings) -> HostEnv:
     if suite not in HOST_SUITES:
         raise ValueError(f"env id {env_id!r}: unknown host suite {suite!r}; known: "
                          f"{', '.join(HOST_SUITES)}")
-    require_extra(suite)
+    require_extra(env_id)
     kw = suite_settings(suite, settings)
     if suite == "gym":
         from dreamerjax.envs.gym import GymEnv
@@ -397,7 +418,7 @@ class HostEpisodeEnds:
     length: np.ndarray  # int32 [N]: agent steps L of the finished episode
     score: np.ndarray  # float32 [N]: sum of its step rewards
     terminal: np.ndarray  # bool [N]: real termination (False for a time-limit end)
-    logs: list[dict]  # per env: the suite's per-episode extras ({} unless ended)
+    stats: dict[str, np.ndarray]  # spec.episode_keys -> [N], read where ended
 
 
 def empty_rows(spec: HostSpec, n: int) -> dict[str, np.ndarray]:
@@ -469,7 +490,7 @@ class HostCollector:
         rows = empty_rows(self.spec, n)
         ended = np.zeros((n,), bool)
         terminal = np.zeros((n,), bool)
-        logs: list[dict] = [{} for _ in range(n)]
+        stats = {k: np.zeros((n,), dtype) for k, dtype in self.spec.episode_keys}
         for i, out in enumerate(outs):
             if resetting[i]:
                 self._put_obs(rows, i, out)
@@ -489,11 +510,13 @@ class HostCollector:
             rows["is_terminal"][i] = term
             if term or trunc:
                 ended[i], terminal[i] = True, term
-                logs[i] = dict((info or {}).get("episode_log", {}))
+                log = (info or {}).get("episode_log", {})
+                for k in stats:
+                    stats[k][i] = log[k]
         self.is_last = rows["is_last"].copy()
         ends = HostEpisodeEnds(ended=ended, length=self.length.copy(),
                                score=self.score.astype(np.float32), terminal=terminal,
-                               logs=logs)
+                               stats=stats)
         return rows, ends
 
     def step(self, actions) -> tuple[dict[str, np.ndarray], HostEpisodeEnds]:
