@@ -675,6 +675,16 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     return config, Provenance(tuple(layers), origin)
 
 
+def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
+    """The defaults with a dotted mapping applied (types checked as for --set), validated:
+    e.g. the dotted JSON of an exported policy."""
+    flat: dict[str, Any] = to_dotted(Config())
+    _apply(flat, dict.fromkeys(flat, "defaults"), flatten(updates), label, full=True)
+    config = from_dotted(flat)
+    validate(config)
+    return config
+
+
 # ---------------------------------------------------------------------------------------
 # Checks (before anything compiles); each names the key
 
@@ -780,5 +790,5 @@ def describe(config: Config, provenance: Provenance) -> str:
 __all__ = [
     "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
     "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
-    "flatten", "from_dotted", "load_file", "parse_set", "resolve", "to_dotted", "validate",
+    "flatten", "from_dotted", "from_mapping", "load_file", "parse_set", "resolve", "to_dotted", "validate",
 ]
