@@ -787,8 +787,29 @@ def describe(config: Config, provenance: Provenance) -> str:
     return "\n".join(lines)
 
 
+def markdown_tables() -> str:
+    """The key tables of docs/config.md (tests check that the page holds them)."""
+    defaults = to_dotted(Config())
+
+    def show(v: Any) -> str:
+        return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+    out = ["| key | field | type | default |", "|---|---|---|---|"]
+    for key, path in KEYS.items():
+        own = "" if key in REFERENCE_KEYS else " (ours)"
+        out.append(f"| `{key}`{own} | `{path}` | {_type_name(_field_type(path))} | "
+                   f"`{show(defaults[key])}` |")
+    out += ["", "Keys with one implemented value (accepted at it, refused otherwise):", "",
+            "| key | value | why |", "|---|---|---|"]
+    out += [f"| `{k}` | `{show(v)}` | {r} |" for k, (v, r) in FIXED.items()]
+    out += ["", "Keys (and key prefixes) with no meaning here, refused:", "",
+            "| key | why |", "|---|---|"]
+    out += [f"| `{k}` | {r} |" for k, r in REFUSED.items()]
+    return "\n".join(out) + "\n"
+
+
 __all__ = [
     "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
     "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
-    "flatten", "from_dotted", "from_mapping", "load_file", "parse_set", "resolve", "to_dotted", "validate",
+    "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set", "resolve", "to_dotted", "validate",
 ]

@@ -356,3 +356,10 @@ def test_describe_prints_precedence_and_origins():
     assert "Layers applied: defaults < --configs size12m < --set opt.lr=1e-4" in text
     line = next(x for x in text.splitlines() if x.strip().startswith("opt.lr "))
     assert "0.0001" in line and "[--set opt.lr=1e-4]" in line
+
+
+def test_docs_hold_the_key_tables():
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "config.md").read_text()
+    assert page.endswith(C.markdown_tables())
