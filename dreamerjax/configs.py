@@ -811,5 +811,6 @@ def markdown_tables() -> str:
 __all__ = [
     "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
     "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
-    "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set", "resolve", "to_dotted", "validate",
+    "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set",
+    "resolve", "to_dotted", "validate",
 ]
