@@ -295,7 +295,7 @@ def test_spaces_of_builds_agent_spaces():
 
 
 def test_action_bounds_round_trip():
-    spec = envs.make_env("gymnax_MountainCarContinuous-v0")
+    spec = envs.make_env("gymnax_Pendulum-v1")  # bounds [-2, 2]
     a = jnp.linspace(-1.0, 1.0, 9)[:, None]
     env_a = jax.vmap(lambda x: envs.to_env_action(spec, x))(a)
     assert float(env_a.min()) == spec.action_low[0] and float(env_a.max()) == spec.action_high[0]
