@@ -202,6 +202,13 @@ def test_missing_extra_names_install_command():
     assert issubclass(envs.MissingExtra, ValueError)  # the CLI prints it as one line
 
 
+def test_describe_lists_every_suite():
+    text = envs.registry.describe()
+    for name, suite in envs.SUITES.items():
+        line = next(ln for ln in text.splitlines() if ln.startswith(name + " "))
+        assert ("not installed" not in line) if suite.installed() else (suite.install in line)
+
+
 def test_register_refuses_duplicates_and_underscores():
     with pytest.raises(ValueError, match="already registered"):
         envs.register(envs.Suite("gymnax", "x", ()))
@@ -290,6 +297,9 @@ def test_spaces_of_builds_agent_spaces():
     spaces = envs.spaces_of(envs.make_env("Breakout-MinAtar", dict_obs=True))
     assert spaces.obs == (("image", (10, 10, 4), "uint8"),)
     assert spaces.act_discrete and spaces.act_dim == 3
+    # A single-array spec's Spaces say what its rows carry: float32 (uint8 / 255).
+    assert envs.spaces_of(envs.make_env("Breakout-MinAtar")).obs == (
+        ("image", (10, 10, 4), "float32"),)
     pend = envs.spaces_of(envs.make_env("Pendulum-v1", dict_obs=True), "vector", "vector")
     assert not pend.act_discrete and pend.act_dim == 1 and pend.enc_spaces == "vector"
 

@@ -156,10 +156,15 @@ def row_spec(spec: EnvSpec) -> dict:
 
 
 def spaces_of(spec: EnvSpec, enc_spaces: str = ".*", dec_spaces: str = ".*"):
-    """The agent's Spaces of this env (with the reference's enc/dec.spaces regexes)."""
+    """The agent's Spaces of this env (with the reference's enc/dec.spaces regexes), in
+    the dtypes its rows carry: the stored ones (uint8 images) for a dict_obs spec, the
+    single key as float32 otherwise."""
     from dreamerjax import agent as agent_lib
     n = spec.num_actions if spec.discrete else spec.action_dims
-    return agent_lib.Spaces(spec.obs_space, spec.discrete, int(n), enc_spaces, dec_spaces)
+    obs = spec.obs_space
+    if not spec.dict_obs:
+        obs = tuple((name, shape, "float32") for name, shape, _ in obs)
+    return agent_lib.Spaces(obs, spec.discrete, int(n), enc_spaces, dec_spaces)
 
 
 @struct.dataclass

@@ -113,3 +113,15 @@ def listing() -> list[dict]:
     return [dict(suite=s.name, installed=s.installed(), compiled=s.compiled,
                  install=s.install, example=s.example, about=s.about,
                  missing=list(s.missing())) for s in SUITES.values()]
+
+
+def describe() -> str:
+    """The `dreamerjax envs` text: one line per suite, installed or how to install."""
+    lines = []
+    for s in SUITES.values():
+        state = "installed" if s.installed() else f"not installed: {s.install}"
+        kind = "compiled" if s.compiled else "host"
+        lines.append(f"{s.name:<11} {kind:<8} {state:<40} e.g. {s.example}  {s.about}")
+    lines.append("Env ids are SUITE_TASK (split at the first underscore); a bare id is a "
+                 "gymnax task.")
+    return "\n".join(lines)
