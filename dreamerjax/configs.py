@@ -627,6 +627,39 @@ def parse_set(item: str) -> tuple[str, Any]:
     return key, _parse_scalar(text)
 
 
+def _is_key_flag(name: str) -> bool:
+    """A reference-style flag name (`run.train_ratio`, `.*\\.units`): a dotted or pattern
+    key, or a known key, refused key or prefix."""
+    return bool(IS_PATTERN.match(name)) or name in KEYS or name in FIXED or \
+        _reason(name) is not None or "." in name
+
+
+def rewrite_key_flags(argv: Sequence[str], own: Iterable[str]) -> list[str]:
+    """The reference's flag form `--run.train_ratio 32` (or `--run.train_ratio=32`; several
+    values make a list) -> `--set run.train_ratio=32`, for every `--NAME` that is not one of
+    the command's own flags (`own`, without dashes) and names a config key (embodied/core/
+    flags.py:34-48 reads flags so). Other arguments are kept in order."""
+    own = {o.replace("-", "_") for o in own}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+        if not name or name.replace("-", "_") in own or not _is_key_flag(name):
+            out.append(arg)
+            i += 1
+            continue
+        values = [value] if eq else []
+        i += 1
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        if not values:
+            raise ConfigError(f"--{name}: needs a value (--{name} VALUE or --{name}=VALUE)")
+        out += ["--set", f"{name}={values[0] if len(values) == 1 else ','.join(values)}"]
+    return out
+
+
 def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             config_file: str | Path | None = None,
             **cli_fields: Any) -> tuple[Config, Provenance]:
@@ -812,5 +845,5 @@ __all__ = [
     "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
     "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
     "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set",
-    "resolve", "to_dotted", "validate",
+    "resolve", "rewrite_key_flags", "to_dotted", "validate",
 ]
