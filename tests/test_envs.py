@@ -311,3 +311,18 @@ def test_action_bounds_round_trip():
     assert float(env_a.min()) == spec.action_low[0] and float(env_a.max()) == spec.action_high[0]
     back = jax.vmap(lambda x: envs.from_env_action(spec, x))(env_a)
     np.testing.assert_allclose(back, a, atol=1e-6)
+
+
+def test_suite_options_from_a_config_section():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Craftax:
+        size: list = dataclasses.field(default_factory=lambda: [32, 48])
+
+    @dataclasses.dataclass(frozen=True)
+    class Env:
+        craftax: Craftax = dataclasses.field(default_factory=Craftax)
+
+    assert envs.suite_options(Env(), "craftax_Craftax-Classic-Pixels-v1") == {"size": (32, 48)}
+    assert envs.suite_options(Env(), "CartPole-v1") == {}

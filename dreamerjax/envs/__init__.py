@@ -20,6 +20,7 @@ from dreamerjax.envs.core import (
     replay_row,
     row_spec,
     spaces_of,
+    suite_options,
     to_env_action,
 )
 from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, parse_env_id, register
@@ -43,5 +44,6 @@ __all__ = [
     "replay_row",
     "row_spec",
     "spaces_of",
+    "suite_options",
     "to_env_action",
 ]

@@ -142,6 +142,18 @@ def make_env(env_id: str, episode_limit: int = 0, *, dict_obs: bool = False,
     return dataclasses.replace(spec, env_id=env_id, dict_obs=bool(dict_obs))
 
 
+def suite_options(env_config, env_id: str) -> dict:
+    """make_env's suite options from a config's `env.<suite>` section (a dataclass), e.g.
+    env.craftax.size -> size=(64, 64); {} when the config has no section for the suite.
+    Lists become tuples (make_env caches on its arguments)."""
+    suite, _ = registry.parse_env_id(env_id)
+    section = getattr(env_config, suite.name, None)
+    if section is None:
+        return {}
+    fields = dataclasses.asdict(section) if dataclasses.is_dataclass(section) else dict(section)
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
 def row_spec(spec: EnvSpec) -> dict:
     """The schema of one env row as `collector_init` / `collector_step` emit it:
     {obs: {name: ShapeDtypeStruct} (or one ShapeDtypeStruct when not dict_obs),
