@@ -51,7 +51,7 @@ def env_settings(config: Config) -> dict[str, Any]:
     """The suite settings of the run's env from the Config's env section."""
     suite, _ = host_lib.split_env_id(config.run.env)
     return host_lib.suite_settings(
-        suite, host_lib.config_settings(getattr(config, "env", None), suite))
+        suite, envs_lib.suite_options(getattr(config, "env", None), config.run.env))
 
 
 def env_factory(config: Config) -> host_lib.EnvFactory:

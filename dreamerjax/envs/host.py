@@ -46,7 +46,7 @@ HOST_SUITES = ("gym", "atari", "atari100k", "dmc", "crafter")
 
 # The reference's env settings (dreamerv3/configs.yaml:77-84 at 29eb964, `wrapper` and
 # `env.<suite>`), in one place. Suite constructors take these names as keyword arguments;
-# `Config.env` overrides them when the configuration carries an env section.
+# A Config's env.<suite> section overrides them (envs.suite_options, host_driver).
 SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gym": {},
     "atari": dict(size=(64, 64), repeat=4, sticky=True, gray=True, actions="all",
@@ -176,16 +176,6 @@ def require_extra(env_id: str) -> None:
     if missing:
         raise MissingExtra(f"env {env_id!r} needs {', '.join(missing)} (not installed): "
                            f"{suite.install}")
-
-
-def config_settings(env_config, suite: str) -> dict[str, Any]:
-    """The settings of `suite` in a Config's env section (config.EnvConfig), as keyword
-    arguments for make_host_env; keys the section lacks keep SUITE_DEFAULTS."""
-    section = getattr(env_config, suite, None) if env_config is not None else None
-    if section is None:
-        return {}
-    return {k: (tuple(v) if isinstance(v, list) else v)
-            for k, v in dataclasses.asdict(section).items()}
 
 
 def suite_settings(suite: str, overrides: dict | None = None) -> dict[str, Any]:
