@@ -1,8 +1,9 @@
 """Rows per second of each compiled suite's collector step (envs.collector_step), jitted,
 vmapped over --num-envs envs, uniform random actions, scanned over --ticks ticks per call.
 
-Prints one JSON object per env (env, num_envs, compile_s, rows_per_s: the median of
---repeats timed calls) and a final {"table": [...]} line. Suites that are not installed
+Prints one JSON object per env and mode (env, mode, num_envs, compile_s, rows_per_s:
+the median of --repeats timed calls, reset_tick_frac: the share of ticks on which some
+env reset) and a final {"table": [...]} line. Suites that are not installed
 are reported as skipped. Environment only: no policy, no replay (`dreamerjax bench`
 times the whole tick).
 
@@ -50,34 +51,41 @@ def random_action(spec, key):
     return jax.random.uniform(key, spec.action_shape, minval=-1.0, maxval=1.0)
 
 
-def measure(env_id: str, opts: dict, num_envs: int, ticks: int, repeats: int) -> dict:
+def measure(env_id: str, opts: dict, num_envs: int, ticks: int, repeats: int,
+            mode: str) -> dict:
     spec = envs.make_env(env_id, dict_obs=True, **opts)
+    if mode == "per-env":  # collector_step vmapped: every tick computes every reset
+        step = jax.vmap(lambda s, a, kk: envs.collector_step(spec, s, a, kk))
+    else:  # collector_step_envs: resets only on ticks where some env resets
+        step = lambda s, a, kk: envs.collector_step_envs(spec, s, a, kk)  # noqa: E731
 
     @jax.jit
     def run(state, key):
         def tick(state, k):
             k_act, k_env = jax.random.split(k)
             acts = jax.vmap(lambda kk: random_action(spec, kk))(jax.random.split(k_act, num_envs))
-            state, row, _ = jax.vmap(lambda s, a, kk: envs.collector_step(spec, s, a, kk))(
-                state, acts, jax.random.split(k_env, num_envs))
-            return state, row["reward"].sum()
-        state, rewards = jax.lax.scan(tick, state, jax.random.split(key, ticks))
-        return state, rewards.sum()
+            state, row, _ = step(state, acts, jax.random.split(k_env, num_envs))
+            return state, (row["reward"].sum(), row["is_first"].any())
+        state, (rewards, resets) = jax.lax.scan(tick, state, jax.random.split(key, ticks))
+        return state, (rewards.sum(), resets.sum())
 
     init = jax.jit(jax.vmap(lambda k: envs.collector_init(spec, k)))
     key = jax.random.PRNGKey(0)
     t0 = time.perf_counter()
     state, _ = init(jax.random.split(key, num_envs))
-    state, total = run(state, key)
-    jax.block_until_ready(total)
+    for _ in range(2):  # the second call sees run's own output types (no recompile later)
+        state, (total, _) = run(state, key)
+        jax.block_until_ready(total)
     compile_s = time.perf_counter() - t0
-    times = []
+    times, reset_ticks = [], 0
     for i in range(repeats):
         t0 = time.perf_counter()
-        state, total = run(state, jax.random.fold_in(key, i + 1))
+        state, (total, resets) = run(state, jax.random.fold_in(key, i + 1))
         jax.block_until_ready(total)
         times.append(time.perf_counter() - t0)
-    return dict(env=env_id, options=opts, num_envs=num_envs, ticks=ticks,
+        reset_ticks += int(resets)
+    return dict(env=env_id, options=opts, mode=mode, num_envs=num_envs, ticks=ticks,
+                reset_tick_frac=round(reset_ticks / (ticks * repeats), 3),
                 compile_s=round(compile_s, 1),
                 rows_per_s=round(num_envs * ticks / statistics.median(times), 1),
                 obs_space=[list(e[:1]) + [list(e[1]), e[2]] for e in spec.obs_space])
@@ -90,6 +98,9 @@ def main(argv=None):
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--ticks", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--modes", nargs="*", default=["per-env", "envs"],
+                   choices=["per-env", "envs"],
+                   help="per-env: vmapped collector_step; envs: collector_step_envs")
     args = p.parse_args(argv)
     table = []
     for item in args.envs:
@@ -97,10 +108,13 @@ def main(argv=None):
         suite, _ = envs.parse_env_id(env_id)
         if not suite.installed():
             out = dict(env=env_id, skipped=f"not installed: {suite.install}")
-        else:
-            out = measure(env_id, opts, args.num_envs, args.ticks, args.repeats)
-        print(json.dumps(out), flush=True)
-        table.append(out)
+            print(json.dumps(out), flush=True)
+            table.append(out)
+            continue
+        for mode in args.modes:
+            out = measure(env_id, opts, args.num_envs, args.ticks, args.repeats, mode)
+            print(json.dumps(out), flush=True)
+            table.append(out)
     print(json.dumps(dict(table=table, jax=jax.__version__, backend=jax.default_backend(),
                           devices=str(jax.devices()))))
 
