@@ -34,13 +34,11 @@ def init_linear(key, din: int, dout: int, outscale: float = 1.0, norm: bool = Fa
     return p
 
 
-def linear(p: dict, x: jnp.ndarray, act: bool | None = None) -> jnp.ndarray:
+def linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
     """x [..., din] -> [..., dout]; norm + SiLU when the layer has a norm (hidden layer)."""
     x = x @ p["kernel"] + p["bias"]
     if "norm" in p:
-        x = nm.rms_norm(x, p["norm"]["scale"])
-        if act is None or act:
-            x = jax.nn.silu(x)
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
 
 
@@ -270,7 +268,7 @@ def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float):
 # ----------------------------------------------------------------------------- encoder
 
 
-def _conv_init(key, k, cin, cout, outscale=1.0, norm=True, transp=False):
+def _conv_init(key, k, cin, cout, outscale=1.0, norm=True):
     shape = (k, k, cin, cout)
     # Initializer._fans for a 4-D kernel: fan_in = k * k * cin.
     p = {
@@ -282,7 +280,9 @@ def _conv_init(key, k, cin, cout, outscale=1.0, norm=True, transp=False):
     return p
 
 
-def _conv(p, x, stride, transp=False, act=True):
+def _conv(p, x, stride, transp=False):
+    """Conv2D (nets.py:539-596), 'SAME' padding, HWIO kernel; norm + SiLU when it has a
+    norm. Transposed convolutions use the stored kernel as it is (transpose_kernel off)."""
     dn = ("NHWC", "HWIO", "NHWC")
     if transp:
         x = jax.lax.conv_transpose(x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
@@ -291,9 +291,7 @@ def _conv(p, x, stride, transp=False, act=True):
             x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
     x = x + p["bias"]
     if "norm" in p:
-        x = nm.rms_norm(x, p["norm"]["scale"])
-        if act:
-            x = jax.nn.silu(x)
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
 
 
@@ -331,79 +329,141 @@ def cnn_suggestions(res: int, outer: bool = True) -> str:
     return " or ".join(out) or f"--cnn-mults 1 --cnn-minres {res}"
 
 
-def init_encoder(key, cfg: AgentConfig, obs_shape: tuple) -> tuple[dict, int]:
-    """Returns (params, embed_dim)."""
-    e = cfg.enc
-    if len(obs_shape) == 1:
-        return init_mlp(key, obs_shape[0], e.units, e.layers, "mlp"), e.units
-    h, w, c = obs_shape
-    cnn_strides(e, h)
-    ks = jax.random.split(key, len(e.mults))
-    p, cin = {}, c
-    for i, m in enumerate(e.mults):
-        p[f"conv{i}"] = _conv_init(ks[i], e.kernel, cin, e.depth * m)
-        cin = e.depth * m
-    return p, e.minres * e.minres * cin
+def _cnn_channels(spaces, keys) -> int:
+    obs = spaces.obs_dict()
+    return sum(obs[k][0][-1] for k in keys)
 
 
-def encode(p, cfg: AgentConfig, obs: jnp.ndarray) -> jnp.ndarray:
-    """obs [..., *obs_shape] -> embed [..., E]."""
+def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
+    """SimpleEncoder params (nets.py:223-277): `mlp{i}` on the concatenated vector keys,
+    `conv{i}` on the channel-concatenated image keys. Returns (params, embed_dim), the
+    embedding being [vector MLP units, flattened CNN features]."""
     e = cfg.enc
-    if "mlp0" in p:
-        x = obs.astype(jnp.float32)
+    obs = spaces.obs_dict()
+    kv, kc = jax.random.split(key)
+    p, edim = {}, 0
+    if spaces.enc_vector_keys:
+        din = sum(obs[k][0][0] for k in spaces.enc_vector_keys)
+        p.update(init_mlp(kv, din, e.units, e.layers, "mlp"))
+        edim += e.units
+    if spaces.enc_image_keys:
+        cnn_strides(e, obs[spaces.enc_image_keys[0]][0][0])
+        ks = jax.random.split(kc, len(e.mults))
+        cin = _cnn_channels(spaces, spaces.enc_image_keys)
+        for i, m in enumerate(e.mults):
+            p[f"conv{i}"] = _conv_init(ks[i], e.kernel, cin, e.depth * m)
+            cin = e.depth * m
+        edim += e.minres * e.minres * cin
+    return p, edim
+
+
+def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
+    """Preprocessed float observations {name: [*B, *shape]} -> embed [*B, E].
+
+    Vector keys are concatenated, symlogged and go through the MLP; image keys are
+    concatenated along channels, shifted by -0.5 and go through the CNN; the two outputs
+    are concatenated vectors first (nets.py:246-277)."""
+    e = cfg.enc
+    outs = []
+    if spaces.enc_vector_keys:
+        x = jnp.concatenate([obs[k].astype(jnp.float32) for k in spaces.enc_vector_keys], -1)
         x = nm.symlog(x) if e.symlog else x
-        return mlp(p, x, e.layers, "mlp")
-    bshape = obs.shape[:-3]
-    x = obs.astype(jnp.float32).reshape((-1, *obs.shape[-3:])) - 0.5
-    for i, s in enumerate(cnn_strides(e, obs.shape[-3])):
-        x = _conv(p[f"conv{i}"], x, s)
-    return x.reshape((*bshape, -1))
+        outs.append(mlp(p, x, e.layers, "mlp"))
+    if spaces.enc_image_keys:
+        x = jnp.concatenate([obs[k].astype(jnp.float32) for k in spaces.enc_image_keys], -1)
+        bshape = x.shape[:-3]
+        x = x.reshape((-1, *x.shape[-3:])) - 0.5
+        for i, s in enumerate(cnn_strides(e, x.shape[-3])):
+            x = _conv(p[f"conv{i}"], x, s)
+        outs.append(x.reshape((*bshape, -1)))
+    return jnp.concatenate(outs, -1) if len(outs) > 1 else outs[0]
 
 
 # ----------------------------------------------------------------------------- decoder
 
 
-def init_decoder(key, cfg: AgentConfig, obs_shape: tuple) -> dict:
+def out_name(key: str) -> str:
+    """The decoder's output layer of a vector key (nets.py:329-331)."""
+    return "out_" + key.replace("/", "_")
+
+
+def decoder_resolution(cfg, outer: bool | None = None) -> int:
+    """Image side the decoder produces: minres doubled by every transposed stage, and by
+    the output layer unless `outer` (nets.py:357-365)."""
+    outer = cfg.outer if outer is None else outer
+    return cfg.minres * 2 ** (len(cfg.mults) - 1) * (1 if outer else 2)
+
+
+def init_decoder(key, cfg: AgentConfig, spaces) -> dict:
+    """SimpleDecoder params (nets.py:280-369): an MLP trunk `mlp{i}` with one output
+    `out_<key>` per vector key, and for the image keys the block-linear `space0` on deter,
+    `space1hid` / `space1` on stoch, `spacenorm`, transposed `conv{i}` and `imgout` with
+    the image keys' channels."""
     d = cfg.dec
     r = cfg.rssm
+    obs = spaces.obs_dict()
     fdim = r.deter + r.stoch * r.classes
-    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
-    if len(obs_shape) == 1:
-        p = init_mlp(k1, fdim, d.units, d.layers, "mlp")
-        p["out_vector"] = {"out": init_linear(k2, d.units, obs_shape[0], d.vec_outscale)}
-        return p
-    h, w, c = obs_shape
-    depths = [d.depth * m for m in d.mults]
-    space = d.minres * d.minres * depths[-1]
-    g = d.block_space
-    p = {
-        "space0": init_block_linear(k1, r.deter, space, g),
-        "space1hid": init_linear(k2, r.stoch * r.classes, 2 * d.units, norm=True),
-        "space1": init_linear(k3, 2 * d.units, space),
-        "spacenorm": {"scale": jnp.ones((depths[-1],), jnp.float32)},
-    }
-    ks = jax.random.split(k4, len(depths))
-    cin = depths[-1]
-    for i in reversed(range(len(depths) - 1)):
-        p[f"conv{i}"] = _conv_init(ks[i], d.kernel, cin, depths[i])
-        cin = depths[i]
-    p["imgout"] = _conv_init(k5, d.kernel, cin, c, outscale=d.outscale, norm=False)
+    kv, ki = jax.random.split(key)
+    p = {}
+    if spaces.dec_vector_keys:
+        ks = jax.random.split(kv, 1 + len(spaces.dec_vector_keys))
+        p.update(init_mlp(ks[0], fdim, d.units, d.layers, "mlp"))
+        for k, name in zip(ks[1:], spaces.dec_vector_keys, strict=True):
+            p[out_name(name)] = {"out": init_linear(k, d.units, obs[name][0][0],
+                                                    d.vec_outscale)}
+    if spaces.dec_image_keys:
+        res = obs[spaces.dec_image_keys[0]][0][0]
+        if decoder_resolution(d) != res:
+            raise ValueError(
+                f"decoder geometry (mults {d.mults}, minres {d.minres}) makes "
+                f"{decoder_resolution(d)}-pixel images, the image keys have {res}; set it "
+                f"like the encoder's, e.g. {cnn_suggestions(res, d.outer)}")
+        k1, k2, k3, k4, k5 = jax.random.split(ki, 5)
+        depths = [d.depth * m for m in d.mults]
+        space = d.minres * d.minres * depths[-1]
+        sdim = r.stoch * r.classes
+        p["space0"] = init_block_linear(k1, r.deter, space, d.block_space)
+        if d.hidden_stoch:
+            p["space1hid"] = init_linear(k2, sdim, 2 * d.units, norm=True)
+        p["space1"] = init_linear(k3, 2 * d.units if d.hidden_stoch else sdim, space)
+        p["spacenorm"] = {"scale": jnp.ones((depths[-1],), jnp.float32)}
+        ks = jax.random.split(k4, len(depths))
+        cin = depths[-1]
+        for i in reversed(range(len(depths) - 1)):
+            p[f"conv{i}"] = _conv_init(ks[i], d.kernel, cin, depths[i])
+            cin = depths[i]
+        p["imgout"] = _conv_init(k5, d.kernel, cin, _cnn_channels(spaces, spaces.dec_image_keys),
+                                 outscale=d.outscale, norm=False)
     return p
 
 
-def decode(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
-    """Decoder prediction in symlog space (vector) or pixel space (image): [..., *obs]."""
+def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
+    """Decoder predictions {key: [..., *shape]}: vectors in symlog space (the mode is
+    symexp of it), images in pixel space in [0, 1] (sigmoid); vectors first."""
     d = cfg.dec
-    if "mlp0" in p:
+    outs = {}
+    if spaces.dec_vector_keys:
         x = mlp(p, feat(lat), d.layers, "mlp")
-        return linear(p["out_vector"]["out"], x)
-    r = cfg.rssm
+        for name in spaces.dec_vector_keys:
+            outs[name] = linear(p[out_name(name)]["out"], x)
+    if spaces.dec_image_keys:
+        x = _decode_image(p, cfg, lat)
+        sizes = [spaces.obs_dict()[k][0][-1] for k in spaces.dec_image_keys]
+        for name, part in zip(spaces.dec_image_keys, jnp.split(x, np.cumsum(sizes)[:-1], -1),
+                              strict=True):
+            outs[name] = part
+    return outs
+
+
+def _decode_image(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
+    """Latent -> sigmoid images [..., H, W, sum C] (nets.py:333-365, block_space > 0)."""
+    d, r = cfg.dec, cfg.rssm
     deter, stoch = lat["deter"], lat["stoch"]
     bshape = deter.shape[:-1]
     depths = [d.depth * m for m in d.mults]
     g, mr = d.block_space, d.minres
     x0 = block_linear(p["space0"], deter.reshape((-1, r.deter)))
-    # Block g's outputs fill the channel slice g of every spatial position (nets.py:338-345).
+    # '(g h w c) -> h w (g c)': block g's outputs fill channel slice g of every position.
     x0 = x0.reshape((-1, g, mr, mr, depths[-1] // g)).transpose((0, 2, 3, 1, 4))
     x0 = x0.reshape((-1, mr, mr, depths[-1]))
     x1 = stoch.reshape((-1, r.stoch * r.classes))

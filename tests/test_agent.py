@@ -11,7 +11,27 @@ from dreamerjax import agent as A
 from dreamerjax import nets
 from dreamerjax.config import SIZES, agent_config, tiny_agent_config
 
-VEC = A.Spaces((4,), True, 2)
+VEC = A.Spaces.vector(4, True, 2)
+IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
+
+
+def _cnn(cfg):
+    """A CNN small enough for 16 x 16 test images (the image fixtures' geometry)."""
+    rep = dataclasses.replace
+    return rep(cfg, enc=rep(cfg.enc, depth=4, mults=(1, 2), minres=8),
+               dec=rep(cfg.dec, depth=4, mults=(1, 2), minres=8))
+
+
+def _obs(key, spaces, shape):
+    """Random observations {name: [*shape, *obs shape]} in the stored dtypes."""
+    out = {}
+    for (name, s, dtype), k in zip(spaces.obs, jax.random.split(key, len(spaces.obs)),
+                                   strict=True):
+        if dtype == "uint8":
+            out[name] = jax.random.randint(k, (*shape, *s), 0, 256).astype(jnp.uint8)
+        else:
+            out[name] = jax.random.normal(k, (*shape, *s))
+    return out
 
 
 def _batch(key, cfg, spaces, B=3, L=9):
@@ -21,7 +41,7 @@ def _batch(key, cfg, spaces, B=3, L=9):
     is_first = jnp.zeros((B, L), bool).at[:, 1].set(True)
     is_last = jnp.zeros((B, L), bool).at[0, 5].set(True)
     return {
-        "obs": jax.random.normal(ks[1], (B, L, *spaces.obs_shape)),
+        "obs": _obs(ks[1], spaces, (B, L)),
         "action": act,
         "reward": jnp.ones((B, L)).at[:, 1].set(0.0),
         "is_first": is_first, "is_last": is_last, "is_terminal": is_last,
@@ -42,7 +62,8 @@ def test_reference_param_count_1m_cartpole():
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_param_shapes_every_preset(size):
     cfg = agent_config(size)
-    for spaces in (VEC, A.Spaces((64, 64, 3), True, 6), A.Spaces((3,), False, 1)):
+    image = A.Spaces((("image", (64, 64, 3), "uint8"),), True, 6)
+    for spaces in (VEC, image, A.Spaces.vector(3, False, 1)):
         p = jax.eval_shape(lambda k, c=cfg, s=spaces: A.init_params(k, c, s),
                            jax.random.PRNGKey(0))
         d, g = cfg.rssm.deter, cfg.rssm.blocks
@@ -51,11 +72,31 @@ def test_param_shapes_every_preset(size):
         assert p["actor"]["action"]["out"]["kernel"].shape[-1] == spaces.act_dim
 
 
-def test_bad_spaces_are_refused():
-    with pytest.raises(ValueError, match="Unsupported observation shape"):
-        A.Spaces((4, 4), True, 2)
+@pytest.mark.parametrize("obs, match", [
+    ((("grid", (4, 4), "float32"),), "observation key 'grid' has shape"),
+    ((("vector", (4,), "uint8"),), "observation key 'vector': vectors must be float32"),
+    ((("image", (8, 8, 3), "int64"),), "observation key 'image' has dtype int64"),
+    ((("reward", (1,), "float32"),), "observation key 'reward' is reserved"),
+    ((("a", (8, 8, 3), "uint8"), ("b", (4, 4, 1), "uint8")), "must share one height"),
+    ((), "Spaces.obs is empty"),
+])
+def test_bad_spaces_are_refused(obs, match):
+    with pytest.raises(ValueError, match=match):
+        A.Spaces(obs, True, 2)
     with pytest.raises(ValueError, match="Unsupported action space"):
-        A.Spaces((4,), True, 1)
+        A.Spaces.vector(4, True, 1)
+
+
+def test_spaces_select_keys_by_regex_and_order():
+    sp = A.Spaces((("image", (8, 8, 3), "uint8"), ("pos", (2,), "float32"),
+                   ("vel", (2,), "float32")), True, 2, enc_spaces="image|pos", dec_spaces="v.*")
+    assert sp.enc_vector_keys == ("pos",) and sp.enc_image_keys == ("image",)
+    assert sp.dec_keys == ("vel",)
+    assert {k: v.dtype for k, v in sp.obs_specs((2,)).items()} == {
+        "image": np.uint8, "pos": np.float32, "vel": np.float32}
+    hash(sp)  # a static jit argument
+    with pytest.raises(ValueError, match="enc_spaces 'nothing' matches none"):
+        A.Spaces(sp.obs, True, 2, enc_spaces="nothing")
 
 
 def test_two_seeds_differ_and_init_is_deterministic():
@@ -70,14 +111,16 @@ def test_two_seeds_differ_and_init_is_deterministic():
     assert float(jnp.abs(a["critic"]["dist"]["out"]["kernel"]).max()) == 0.0
 
 
-@pytest.mark.parametrize("spaces", [VEC, A.Spaces((3,), False, 2)], ids=["disc", "cont"])
+@pytest.mark.parametrize("spaces", [VEC, A.Spaces.vector(3, False, 2), IMG],
+                         ids=["disc", "cont", "image"])
 def test_update_finite_and_metrics(spaces):
-    cfg = tiny_agent_config()
+    cfg = _cnn(tiny_agent_config())
     state = A.init(jax.random.PRNGKey(0), cfg, spaces)
     batch = _batch(jax.random.PRNGKey(1), cfg, spaces)
     state2, outs, mets = jax.jit(lambda s, b: A.update(s, cfg, spaces, b,
                                                         jax.random.PRNGKey(2)))(state, batch)
-    for name in ("vector_loss", "reward_loss", "cont_loss", "dyn_loss", "rep_loss",
+    for name in (*(f"{k}_loss" for k in spaces.dec_keys), "reward_loss", "cont_loss",
+                 "dyn_loss", "rep_loss",
                  "actor_loss", "critic_loss", "replay_critic_loss", "ent/action/mean",
                  "adv/std", "ret/mean", "val/std", "activation/embed", "opt_grad_norm",
                  "opt_param_norm", "opt_update_norm", "opt_loss"):
@@ -109,7 +152,7 @@ def test_loss_falls_on_fixed_batch():
 def test_is_first_ignores_the_carry():
     cfg = tiny_agent_config(sample_mode=True)
     p = A.init_params(jax.random.PRNGKey(0), cfg, VEC)
-    obs = jnp.ones((2, 4))
+    obs = {"vector": jnp.ones((2, 4))}
     first = jnp.array([True, True])
     c0 = A.policy_initial(cfg, VEC, 2)
     c1 = {"deter": jnp.full_like(c0["deter"], 3.0), "stoch": jnp.ones_like(c0["stoch"]),
@@ -144,16 +187,35 @@ def test_image_encoder_decoder_shapes():
     cfg = dataclasses.replace(
         cfg, enc=dataclasses.replace(cfg.enc, depth=4, mults=(1, 2, 2), minres=4),
         dec=dataclasses.replace(cfg.dec, depth=4, mults=(1, 2, 2), minres=4))
-    sp = A.Spaces((16, 16, 3), True, 3)
-    p, edim = nets.init_encoder(jax.random.PRNGKey(0), cfg, sp.obs_shape)
-    e = nets.encode(p, cfg, jnp.zeros((2, 5, 16, 16, 3)))
+    p, edim = nets.init_encoder(jax.random.PRNGKey(0), cfg, IMG)
+    assert edim == cfg.enc.units + 4 * 4 * 8  # vector MLP first, then the CNN features
+    obs = A.preprocess(IMG, _obs(jax.random.PRNGKey(2), IMG, (2, 5)))
+    assert obs["image"].dtype == jnp.float32 and float(obs["image"].max()) <= 1.0
+    e = nets.encode(p, cfg, IMG, obs)
     assert e.shape == (2, 5, edim)
-    dp = nets.init_decoder(jax.random.PRNGKey(1), cfg, sp.obs_shape)
+    dp = nets.init_decoder(jax.random.PRNGKey(1), cfg, IMG)
+    assert dp["imgout"]["kernel"].shape[-1] == 3 and "out_vector" in dp
     lat = {"deter": jnp.zeros((2, 5, cfg.rssm.deter)),
            "stoch": jnp.zeros((2, 5, cfg.rssm.stoch, cfg.rssm.classes))}
-    assert nets.decode(dp, cfg, lat).shape == (2, 5, 16, 16, 3)
+    dec = nets.decode(dp, cfg, IMG, lat)
+    assert list(dec) == ["vector", "image"]
+    assert dec["image"].shape == (2, 5, 16, 16, 3) and dec["vector"].shape == (2, 5, 3)
+    small = A.Spaces((("image", (10, 10, 3), "uint8"),), True, 2)
     with pytest.raises(ValueError, match="does not reach minres"):
-        nets.init_encoder(jax.random.PRNGKey(0), cfg, (10, 10, 3))
+        nets.init_encoder(jax.random.PRNGKey(0), cfg, small)
+
+
+def test_reward_head_decodes_with_its_own_bins():
+    """Issue 13 defect 5: the reward head's bins come from rewhead.bins, not critic.bins."""
+    cfg = tiny_agent_config(sample_mode=True)
+    cfg = dataclasses.replace(cfg, rewhead=dataclasses.replace(cfg.rewhead, bins=51))
+    state = A.init(jax.random.PRNGKey(0), cfg, VEC)
+    assert state.params["rew"]["dist"]["out"]["kernel"].shape[-1] == 52
+    carry, data = A.split_context(cfg, VEC, _batch(jax.random.PRNGKey(1), cfg, VEC))
+    _, aux = jax.jit(lambda s: A.loss_fn(s.params, s.slow, s.retnorm, cfg, VEC, data, carry,
+                                         jax.random.PRNGKey(2)))(state)
+    assert np.isfinite(aux["metrics"]["reward_loss"])
+    assert A.reward_bins(cfg).shape == (51,) and A.critic_bins(cfg).shape == (255,)
 
 
 @pytest.mark.parametrize("rows", [16, 256])
@@ -176,15 +238,15 @@ def test_block_gru_paths_agree(rows, monkeypatch):
 
 
 def test_twohot_mean_option_reaches_every_head_mean():
-    from dreamerjax import loop, numerics
+    from dreamerjax import numerics, train
     from dreamerjax.config import from_dict
 
-    config = loop.make_config("CartPole-v1", "1m", twohot_mean="pairsum")
+    config = train.make_config("CartPole-v1", "1m", twohot_mean="pairsum")
     assert config.agent.twohot_mean == "pairsum"
     assert from_dict(config.to_dict()).agent.twohot_mean == "pairsum"
-    assert loop.make_config("CartPole-v1", "1m").agent.twohot_mean == "exact"
+    assert train.make_config("CartPole-v1", "1m").agent.twohot_mean == "exact"
     logits = jax.random.normal(jax.random.PRNGKey(0), (8, 255))
     bins = numerics.twohot_bins(255)
     for name, fn in numerics.TWOHOT_MEANS.items():
         cfg = dataclasses.replace(config.agent, twohot_mean=name)
-        np.testing.assert_array_equal(A._value_mean(cfg, logits, bins), fn(logits, bins))
+        np.testing.assert_array_equal(A.twohot_expectation(cfg, logits, bins), fn(logits, bins))

@@ -95,10 +95,6 @@ def register_companion(name: str) -> None:
     _UNSUPPORTED.pop(name, None)
 
 
-def registered_checks() -> dict[str, CheckFn]:
-    return dict(_CHECKS)
-
-
 def _lookup(table: dict | set, filename: str):
     if filename in table:
         return filename
@@ -353,19 +349,6 @@ register("symlog_symexp.npz", check_symlog)
 register("retnorm.npz", check_retnorm)
 register("lambda_returns.npz", check_returns)
 register("optimizer.npz", check_optimizer)
-
-for _name, _what in (
-    ("wm_loss.npz", "(f) world-model losses"),
-    ("wm_params.npz", "(f) world-model params (input of wm_loss.npz)"),
-    ("wm_params_init.npz", "(f) reference init params"),
-    ("ac_loss.npz", "(g) full agent loss"),
-    ("ac_loss_centered.npz", "(g) full agent loss, centered heads"),
-    ("ac_params.npz", "(g) agent start state (input)"),
-    ("ac_params_centered.npz", "(g) centered agent start state (input)"),
-    ("ac_params_init.npz", "(g) reference init params"),
-    ("update*.npz", "(h) train steps"),
-):
-    register_unsupported(_name, f"{_what}: agent checks not registered yet")
 
 
 # --------------------------------------------------------------------------- runner
