@@ -6,8 +6,9 @@ time limit (post-step `time >= max_steps_in_episode`) stays apart from terminati
 Observations, as the reference's encoder would see them:
 - rank 1: "vector" float32;
 - rank 0 or 2 (a Discrete observation, bsuite's Catch/DeepSea grids): "vector" float32,
-  one-hot for a Discrete observation (the reference one-hots discrete spaces,
-  dreamerv3/jaxutils.py:729) and flattened for a grid (our MLP encoder takes rank 1);
+  one-hot for a Discrete observation and flattened for a grid, as the reference's
+  encoder does with such keys (one-hot of discrete spaces, dreamerv3/jaxutils.py:729;
+  vector inputs flattened after the batch axes, dreamerv3/nets.py:239, 807);
 - rank 3: "image"; MinAtar's boolean channel maps are stored as uint8 0/255 (exact:
   the agent's /255 gives back the same 0/1 floats, at a quarter of the memory), other
   rank-3 observations stay float32 images.
