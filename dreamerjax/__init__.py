@@ -1,7 +1,8 @@
-"""dreamerjax: DreamerV3 in JAX, faithful to danijar/dreamerv3 @29eb964."""
+"""dreamerjax: DreamerV3 in JAX, faithful to danijar/dreamerv3 @29eb964.
 
-from dreamerjax import xla_tuning as _xla_tuning
-
-_xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
+Importing the package changes nothing in the process; the command line applies the XLA:CPU
+tuning of xla_tuning.py when it starts (Python users: call `xla_tuning.apply()` before
+JAX starts its backend).
+"""
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """`dreamerjax bench`: what one update of the 1m CartPole configuration costs on this machine.
 
-What is timed, all with the real functions of the training loop (loop.py):
+What is timed, all with the real functions of the training loop (train.py):
 
 - the update program: `jit(vmap(train_once))` over n seeds (sample a batch from the
   replay, one agent update, write the posterior latents back), the replay donated as in
@@ -78,7 +78,7 @@ class Options:
 
 
 def make_setup(tiny: bool):
-    from dreamerjax import loop
+    from dreamerjax import train as loop
     return loop.make_setup(loop.make_config(ENV, SIZE, tiny=tiny))
 
 
@@ -87,8 +87,8 @@ def abstract_states(setup, num_seeds: int):
     import jax
     import jax.numpy as jnp
 
-    from dreamerjax import loop
-    names = tuple(loop._metric_names(setup))
+    from dreamerjax import train as loop
+    names = tuple(loop.metric_names(setup))
     keys = jax.ShapeDtypeStruct((num_seeds, 2), jnp.uint32)
     return jax.eval_shape(jax.vmap(lambda k: loop.init_seed(setup, k, names)), keys)
 
@@ -97,8 +97,8 @@ def init_states(setup, num_seeds: int):
     import jax
     import jax.numpy as jnp
 
-    from dreamerjax import loop
-    names = tuple(loop._metric_names(setup))
+    from dreamerjax import train as loop
+    names = tuple(loop.metric_names(setup))
     keys = jnp.stack([jax.random.PRNGKey(s) for s in range(num_seeds)])
     return jax.jit(jax.vmap(lambda k: loop.init_seed(setup, k, names)))(keys)
 
@@ -107,7 +107,7 @@ def update_program(setup):
     """The timed update: every seed samples, updates and writes back once. states -> states."""
     import jax
 
-    from dreamerjax import loop
+    from dreamerjax import train as loop
     return jax.jit(jax.vmap(lambda s: loop.train_once(setup, s)), donate_argnums=0)
 
 
@@ -115,7 +115,7 @@ def ticks_program(setup, ticks: int):
     """`ticks` ticks of acting and storing (no updates) for every env of every seed."""
     import jax
 
-    from dreamerjax import loop
+    from dreamerjax import train as loop
 
     def run(states):
         def tick(st, _):
@@ -518,6 +518,9 @@ def main(args) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--compile-worker":
+        from dreamerjax import xla_tuning
+
+        xla_tuning.apply()  # as the command line does, before JAX starts
         spec = json.loads(sys.argv[2])
         print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"])))
         sys.exit(0)

@@ -1,8 +1,9 @@
 """Checkpoints of the training state with orbax: run_dir/checkpoints/<index>/{state,meta}.
 
-`state` is the whole TrainState pytree (every seed, arrays incl. typed PRNG keys, which
-orbax 0.12 saves and restores as such); `meta` is a JSON dict (config, rows, updates, log
-index, episode-tracker state, RunWriter positions, wall time). orbax writes
+`state` is the driver's whole SeedState pytree (every seed, arrays incl. typed PRNG keys,
+which orbax saves and restores as such); `meta` is a JSON dict (config, seeds, rows,
+updates, log index, the byte offsets of records.jsonl / episodes.jsonl at this log point,
+callback states, wall time). orbax writes
 <index>.orbax-checkpoint-tmp first and renames it to <index> when complete, so an
 interrupted save never leaves a directory that `latest` would pick; save() removes
 temporary directories left by a failed or killed save. The last KEEP checkpoints are
@@ -171,23 +172,19 @@ def _flatten(d: Mapping) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in flatten(d, ".").items()}
 
 
-def _replay_rows(flat: Mapping) -> Any:
-    """Rows per env of the replay ring (run.replay_capacity, 0 = steps // num_envs)."""
-    cap = flat.get("run.replay_capacity")
-    if cap == 0 and "run.steps" in flat and flat.get("run.num_envs"):
-        return -(-int(flat["run.steps"]) // int(flat["run.num_envs"]))  # ceil, as the loop
-    return cap
-
-
 def check_compatible(saved_config: Mapping, config: Mapping,
                      allowed: Iterable[str] = RESUMABLE_KEYS) -> None:
     """Raise ValueError naming every key where `config` may not resume `saved_config`.
 
     Both are nested config dicts (Config.to_dict(), plus whatever the caller adds). Only
-    the dotted keys in `allowed` may differ, run.steps may not shrink, and growing
-    run.steps must not resize the replay ring (replay_capacity 0 derives it from steps).
+    the dotted keys in `allowed` may differ and run.steps may not shrink (growing it grows
+    a derived replay ring, driver.restore_run). A key the checkpoint's config lacks (a
+    field added since it was written) is compatible when the run uses its default.
     """
+    from dreamerjax.config import Config
+
     old, new = _flatten(saved_config), _flatten(config)
+    defaults = _flatten(Config().to_dict())
     allowed = set(allowed)
     problems = []
     for key in sorted(set(old) | set(new)):
@@ -196,18 +193,14 @@ def check_compatible(saved_config: Mapping, config: Mapping,
         if key not in new:
             problems.append(f"{key}: {old[key]!r} in the checkpoint, missing now")
         elif key not in old:
-            problems.append(f"{key}: missing in the checkpoint, {new[key]!r} now")
+            if key not in defaults or defaults[key] != new[key]:
+                problems.append(f"{key}: missing in the checkpoint, {new[key]!r} now")
         elif old[key] != new[key]:
             problems.append(f"{key}: {old[key]!r} in the checkpoint, {new[key]!r} now")
     if "run.steps" in old and "run.steps" in new:
         if int(new["run.steps"]) < int(old["run.steps"]):
             problems.append(f"run.steps: {old['run.steps']} in the checkpoint, "
                             f"{new['run.steps']} now (steps may only grow on resume)")
-        elif _replay_rows(old) != _replay_rows(new):
-            problems.append(
-                f"run.steps: growing it from {old['run.steps']} to {new['run.steps']} "
-                "changes the replay ring (run.replay_capacity 0 = steps // num_envs); "
-                "only a run with an explicit replay_capacity can be extended")
     if problems:
         raise ValueError("checkpoint comes from an incompatible config:\n  "
                          + "\n  ".join(problems))

@@ -8,10 +8,9 @@ module that is missing or broken fails that subcommand alone, with a clear messa
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,10 +25,6 @@ DEFAULT_SIZE = "1m"
 
 class ArgumentError(ValueError):
     """Bad command-line input, found before anything is built or compiled."""
-
-
-class CommandUnavailable(RuntimeError):
-    """The implementation of a subcommand cannot be imported."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -55,7 +50,9 @@ class TrainArgs:
     """Environment id (gymnax), e.g. CartPole-v1."""
     size: _optional(str, "STR", DEFAULT_SIZE) = None
     """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
-    seeds: tuple[int, ...] = (0,)
+    seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
+        metavar="INT [INT ...]",
+        help_behavior_hint="(default: 0; with --resume: the checkpoint's)")] = None
     """Seeds to train side by side (vmapped), e.g. --seeds 0 1 2."""
     steps: _optional(int, "INT", RunConfig.steps, "may grow") = None
     """Env rows per seed, summed over its envs (the protocol's N)."""
@@ -88,8 +85,9 @@ class TrainArgs:
     process_id: Annotated[int | None, tyro.conf.arg(
         metavar="INT", help_behavior_hint="(with --distributed)")] = None
     """This process's index, 0 ... num_processes - 1."""
-    checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every) = None
-    """Log points between checkpoints (0: never)."""
+    checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every, "may change") = None
+    """Log points between checkpoints; the last log point is always saved. 0: no
+    checkpoints at all (the run cannot be resumed or evaluated)."""
     tiny: bool = False
     """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
     cnn_mults: Annotated[tuple[int, ...] | None, tyro.conf.arg(
@@ -141,7 +139,8 @@ class TrainArgs:
             raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
         if self.env is not None and not self.env.strip():
             raise ArgumentError("--env must not be empty")
-        _check_seeds(self.seeds)
+        if self.seeds is not None:
+            _check_seeds(self.seeds)
         for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -153,13 +152,10 @@ class TrainArgs:
             raise ArgumentError(
                 f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
         _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
-        if self.resume is not None and self.twohot_mean is not None:
-            raise ArgumentError("--twohot-mean cannot change on --resume (the checkpoint's "
-                                "config applies)")
         _check_distributed(self)
         if self.devices <= 0:
             raise ArgumentError(f"--devices must be positive, got {self.devices}")
-        if len(self.seeds) % self.devices:
+        if self.seeds is not None and len(self.seeds) % self.devices:
             raise ArgumentError(
                 f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
         if self.resume is None:
@@ -171,7 +167,8 @@ class TrainArgs:
                 self.eval_every if self.eval_every is not None else defaults.eval_every,
                 self.num_envs if self.num_envs is not None else defaults.num_envs)
             return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
-                                       size=self.size or DEFAULT_SIZE)
+                                       size=self.size or DEFAULT_SIZE,
+                                       seeds=self.seeds or (0,))
         return self
 
 
@@ -312,17 +309,13 @@ Command = (
 
 
 def check_schedule(steps: int, eval_every: int, num_envs: int) -> None:
-    """Raise ArgumentError unless log points fall on whole ticks and end the run."""
-    if steps <= 0 or eval_every <= 0 or num_envs <= 0:
-        raise ArgumentError(f"steps ({steps}), eval_every ({eval_every}) and num_envs "
-                            f"({num_envs}) must be positive")
-    if eval_every % num_envs:
-        raise ArgumentError(
-            f"eval_every ({eval_every}) must be a multiple of num_envs ({num_envs}): a log "
-            "point comes after a whole tick of every env")
-    if steps % eval_every:
-        raise ArgumentError(f"eval_every ({eval_every}) must divide steps ({steps}) so the "
-                            "run ends on a log point")
+    """schedule.check_log_points, its error as an ArgumentError."""
+    from dreamerjax.schedule import check_log_points
+
+    try:
+        check_log_points(steps, eval_every, num_envs)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
 
 
 def _check_distributed(args) -> None:
@@ -375,24 +368,6 @@ def _check_existing_run_dir(path: Path) -> None:
 # Dispatch
 
 
-def _load(module: str, attr: str, command: str) -> Callable:
-    """module.attr, imported only now; CommandUnavailable with the reason if it cannot be."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
-            raise CommandUnavailable(
-                f"this command needs {module}, which is not part of this installation") from e
-        raise CommandUnavailable(
-            f"importing {module} failed: missing module {e.name!r} ({e})") from e
-    except ImportError as e:
-        raise CommandUnavailable(f"importing {module} failed: {e}") from e
-    fn = getattr(mod, attr, None)
-    if fn is None:
-        raise CommandUnavailable(f"{module} has no {attr}() (needed by `dreamerjax {command}`)")
-    return fn
-
-
 def _str_or_none(path: Path | None) -> str | None:
     return None if path is None else str(path)
 
@@ -404,17 +379,114 @@ def _code(result: Any) -> int:
     return result if isinstance(result, int) else 0
 
 
+# Resume: flags that may differ from the checkpoint's config, and how each is compared.
+RESUME_MAY_CHANGE = ("steps", "checkpoint_every")
+
+
+def config_from_args(args: TrainArgs | InfoArgs):
+    """The Config of a new run from its flags."""
+    from dreamerjax.train import make_config
+
+    kw = {name: getattr(args, name) for name in (
+        "steps", "eval_every", "eval_episodes", "num_envs", "train_ratio", "checkpoint_every")
+        if getattr(args, name, None) is not None}
+    return make_config(env=args.env, size=args.size, tiny=args.tiny,
+                       cnn_mults=args.cnn_mults, cnn_minres=args.cnn_minres,
+                       twohot_mean=getattr(args, "twohot_mean", None), **kw)
+
+
+def _given_flags(args: TrainArgs) -> dict[str, Any]:
+    """The run-defining flags given on the command line (None = not given)."""
+    names = ("env", "size", "seeds", "steps", "eval_every", "eval_episodes", "num_envs",
+             "train_ratio", "checkpoint_every", "cnn_mults", "cnn_minres", "twohot_mean")
+    given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.tiny:
+        given["tiny"] = True
+    return given
+
+
+def resume_config(args: TrainArgs):
+    """(config, seeds) of `--resume RUN`: the run's config.json with the flags that may
+    change applied; ArgumentError naming the first flag that conflicts with it."""
+    from dreamerjax.records import read_run_config
+
+    try:
+        config, seeds = read_run_config(args.resume)
+    except ValueError as e:
+        raise ArgumentError(f"--resume {args.resume}: {e}") from e
+    saved = {
+        "env": config.run.env, "size": config.size, "seeds": tuple(seeds),
+        "steps": config.run.steps, "eval_every": config.run.eval_every,
+        "eval_episodes": config.run.eval_episodes, "num_envs": config.run.num_envs,
+        "train_ratio": config.run.train_ratio,
+        "checkpoint_every": config.run.checkpoint_every,
+        "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
+        "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny"}
+    for name, value in _given_flags(args).items():
+        have = saved[name]
+        if name == "steps" and value < have:
+            raise ArgumentError(f"--steps {value}: the run has {have} steps; steps may only "
+                                "grow on --resume")
+        if name in RESUME_MAY_CHANGE:
+            continue
+        if (tuple(value) if isinstance(value, tuple | list) else value) != have:
+            flag = "--" + name.replace("_", "-")
+            raise ArgumentError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
+                                "cannot change on --resume (start a new run with --out)")
+    run = dataclasses.replace(
+        config.run, **{k: getattr(args, k) for k in RESUME_MAY_CHANGE
+                       if getattr(args, k) is not None})
+    check_schedule(run.steps, run.eval_every, run.num_envs)
+    return dataclasses.replace(config, run=run), tuple(seeds)
+
+
+def train_command(args: TrainArgs) -> int:
+    import json
+
+    if args.resume is not None:
+        (config, seeds), out, resume = resume_config(args), str(args.resume), True
+    else:
+        config, seeds, out, resume = config_from_args(args), args.seeds, str(args.out), False
+    from dreamerjax import compare, driver
+
+    recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
+                        compile_cache=not args.no_compile_cache,
+                        callbacks=[compare.ProtocolFields()])
+    if recs:
+        last = recs[-len(seeds):]
+        print(json.dumps({"rows": last[0]["rows"], "updates": last[0]["updates"],
+                          "eval_mean": [r["eval_mean"] for r in last]}))
+    print(f"curves: {Path(out) / 'curves.png'}")
+    return 0
+
+
+def info_command(args: InfoArgs) -> int:
+    from dreamerjax import driver
+
+    config = config_from_args(args)
+    counts = driver.describe(config)
+    print(config.to_json())
+    print(f"Optimised variables: {counts.pop('total'):,}")
+    for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"{v:>12,}  {k}")
+    return 0
+
+
+def eval_command(args: EvalArgs) -> int:
+    import json
+
+    from dreamerjax import driver
+
+    for row in driver.evaluate_run(str(args.run_dir), args.episodes):
+        print(json.dumps(row))
+    return 0
+
+
 def _demo(args: DemoArgs) -> int:
     train = args.train_args().validate()
-    code = _code(_load("dreamerjax.loop", "train_cli", "demo")(train))
-    curves = train.run_dir / "curves.png"
-    if code == 0 and not curves.exists():
-        from dreamerjax.plots import plot_curves
-        from dreamerjax.records import read_records
-
-        plot_curves(read_records(train.run_dir), curves, env=train.env)
+    code = train_command(train)
     if code == 0:
-        print(f"demo finished: curves at {curves}")
+        print(f"demo finished: curves at {train.run_dir / 'curves.png'}")
     return code
 
 
@@ -422,23 +494,24 @@ def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
     args = args.validate()
     if isinstance(args, TrainArgs):
-        if args.distributed:  # before the loop's imports start a JAX backend
+        if args.distributed:  # before the driver's imports start a JAX backend
             from dreamerjax import distributed
             distributed.start(args.coordinator, args.num_processes, args.process_id)
-        return _code(_load("dreamerjax.loop", "train_cli", "train")(args))
+        return train_command(args)
     if isinstance(args, EvalArgs):
-        return _code(_load("dreamerjax.loop", "eval_cli", "eval")(args))
+        return eval_command(args)
     if isinstance(args, InfoArgs):
-        return _code(_load("dreamerjax.loop", "info_cli", "info")(args))
+        return info_command(args)
     if isinstance(args, ParityArgs):
-        return _code(_load("dreamerjax.parity", "main_parity", "parity")(
-            str(args.directory), args.strict))
+        from dreamerjax.parity import main_parity
+        return _code(main_parity(str(args.directory), args.strict))
     if isinstance(args, CompareArgs):
-        return _code(_load("dreamerjax.compare", "compare_main", "compare")(
-            str(args.run_dir), _str_or_none(args.reference), _str_or_none(args.out),
-            seeds=None, smoke=args.smoke))
+        from dreamerjax.compare import compare_main
+        return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
+                                  _str_or_none(args.out), seeds=None, smoke=args.smoke))
     if isinstance(args, BenchArgs):
-        return _code(_load("dreamerjax.bench", "main", "bench")(args))
+        from dreamerjax import bench
+        return _code(bench.main(args))
     if isinstance(args, DemoArgs):
         return _demo(args)
     raise TypeError(f"unknown command {type(args).__name__}")
@@ -453,6 +526,9 @@ def parse(argv: Sequence[str] | None = None) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: `dreamerjax <command> ...`; returns the exit status."""
+    from dreamerjax import xla_tuning
+
+    xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
     args = parse(argv)
     name = type(args).__name__.removesuffix("Args").lower()
     try:
@@ -460,9 +536,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArgumentError as e:
         print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
         return 2
-    except CommandUnavailable as e:
-        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
-        return 1
     except (ValueError, FloatingPointError) as e:
         # Bad input found by the implementation (unknown env, impossible config, a
         # checkpoint of another config, a non-finite loss): a message, not a traceback.

@@ -1,4 +1,11 @@
-"""Learning curves from records.jsonl rows: evaluation return and S2 against rows."""
+"""Pictures of a run from its records: learning curves and metric groups.
+
+    curves.png        evaluation return and training-episode return against env rows
+    metrics_*.png     one figure per metric group (losses, actor entropy, return normaliser)
+
+Each panel shows a thin line per seed, the mean over seeds (thick) and the min-max range
+over seeds (shaded); the top axis gives the updates done at those rows.
+"""
 
 from __future__ import annotations
 
@@ -9,74 +16,149 @@ from pathlib import Path
 
 import numpy as np
 
-# One colour per side (ours first), so a comparison plot reads the same way every time.
-_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+METRIC_GROUPS: dict[str, tuple[str, ...]] = {
+    "losses": ("dyn_loss", "rep_loss", "reward_loss", "cont_loss", "vector_loss",
+               "image_loss", "actor_loss", "critic_loss", "replay_critic_loss"),
+    "entropy": ("ent/action/mean", "rand/action/mean"),
+    "retnorm": ("retnorm/lo", "retnorm/hi", "retnorm/scale"),
+}
+"""Figure name -> record keys (train window means; retnorm/* from the record's retnorm)."""
 
 
-def _series(records: Iterable[Mapping], key: str) -> dict[str, dict[int, dict[int, float]]]:
-    """side -> seed -> rows -> value (None read as NaN)."""
-    out: dict[str, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+def _value(record: Mapping, key: str) -> float:
+    if key.startswith("retnorm/"):
+        v = (record.get("retnorm") or {}).get(key.split("/", 1)[1])
+    elif key in record and not isinstance(record[key], dict):
+        v = record[key]
+    else:
+        v = (record.get("train") or {}).get(key)
+    return np.nan if v is None else float(v)
+
+
+def _grid(records: list[Mapping], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows [N], values [seeds, N]) of one key; NaN where a seed has no value."""
+    by_seed: dict[int, dict[int, float]] = defaultdict(dict)
     for r in records:
-        value = r.get(key)
-        out[str(r.get("side", ""))][int(r["seed"])][int(r["rows"])] = (
-            np.nan if value is None else float(value))
-    return out
+        by_seed[int(r["seed"])][int(r["rows"])] = _value(r, key)
+    rows = sorted({n for d in by_seed.values() for n in d})
+    grid = np.array([[d.get(n, np.nan) for n in rows] for _, d in sorted(by_seed.items())],
+                    np.float64).reshape(len(by_seed), len(rows))
+    return np.asarray(rows), grid
 
 
-def _panel(ax, series: Mapping[str, Mapping[int, Mapping[int, float]]], ylabel: str) -> None:
-    for i, (side, seeds) in enumerate(sorted(series.items())):
-        color = _COLORS[i % len(_COLORS)]
-        rows = sorted({n for per_seed in seeds.values() for n in per_seed})
-        if not rows:
-            continue
-        # [seeds, rows]; a seed without a value at some N contributes NaN there.
-        grid = np.array([[per_seed.get(n, np.nan) for n in rows]
-                         for _, per_seed in sorted(seeds.items())], np.float64)
-        x = np.asarray(rows)
-        for line in grid:
-            ax.plot(x, line, color=color, linewidth=0.6, alpha=0.5)
-        with np.errstate(all="ignore"):
-            finite = np.isfinite(grid)
-            count = finite.sum(0)
-            mean = np.where(count > 0, np.where(finite, grid, 0).sum(0) / np.maximum(count, 1),
-                            np.nan)
-            lo = np.where(count > 0, np.where(finite, grid, np.inf).min(0), np.nan)
-            hi = np.where(count > 0, np.where(finite, grid, -np.inf).max(0), np.nan)
-        label = f"{side or 'run'}: mean of {grid.shape[0]} seeds"
-        ax.plot(x, mean, color=color, linewidth=2.0, label=label, marker="o", markersize=3)
+def _panel(ax, records: list[Mapping], key: str, label: str, color: str = "tab:blue"):
+    x, grid = _grid(records, key)
+    if not x.size or not np.isfinite(grid).any():
+        ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(label)
+        return
+    for line in grid:
+        ax.plot(x, line, color=color, linewidth=0.6, alpha=0.5)
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(grid)
+        count = finite.sum(0)
+        mean = np.where(count > 0, np.where(finite, grid, 0).sum(0) / np.maximum(count, 1),
+                        np.nan)
+        lo = np.where(count > 0, np.where(finite, grid, np.inf).min(0), np.nan)
+        hi = np.where(count > 0, np.where(finite, grid, -np.inf).max(0), np.nan)
+    n = grid.shape[0]
+    ax.plot(x, mean, color=color, linewidth=2.0, marker="o", markersize=3,
+            label=f"mean over {n} seed{'s' if n != 1 else ''}" + (", range shaded" if n > 1
+                                                                  else ""))
+    if n > 1:
         ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
-    ax.set_xlabel("rows (env steps over all envs of a seed)")
-    ax.set_ylabel(ylabel)
+    ax.set_title(label)
+    ax.set_xlabel("env steps (rows per seed)")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
+
+
+def _updates_axis(ax, records: list[Mapping]) -> None:
+    """A top axis labelled with the updates done at the log points' rows."""
+    pairs = sorted({(int(r["rows"]), int(r["updates"])) for r in records
+                    if int(r["seed"]) == int(records[0]["seed"])})
+    if len(pairs) < 2 or pairs[0][1] == pairs[-1][1]:
+        return  # no updates yet: nothing to label
+    rows, updates = map(np.asarray, zip(*pairs, strict=True))
+    top = ax.secondary_xaxis("top", functions=(
+        lambda x: np.interp(x, rows, updates), lambda u: np.interp(u, updates, rows)))
+    top.set_xlabel("updates")
+
+
+def _title(records: list[Mapping], env: str | None) -> str:
+    n = len({int(r["seed"]) for r in records})
+    return f"{env or 'dreamerjax'}, {n} seed{'s' if n != 1 else ''}"
 
 
 def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
                 env: str | None = None) -> Path:
-    """Save a two-panel PNG: eval_mean (left) and s2_logged (right) against rows.
-
-    records: records.jsonl rows (any number of sides and seeds). Per side: a thin line per
-    seed, the mean over seeds (thick) and the min-max range over seeds (shaded).
-    env: shown in the title. Returns the path written.
-    """
+    """curves.png: evaluation return (left) and training-episode return (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     records = list(records)
-    seeds = sorted({int(r["seed"]) for r in records})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     try:
-        _panel(left, _series(records, "eval_mean"), "evaluation return (mean of episodes)")
-        left.set_title("evaluation")
-        _panel(right, _series(records, "s2_logged"), "S2: training return (last 10 / env)")
-        right.set_title("training episodes (S2)")
-        fig.suptitle(f"{env or 'dreamerjax'}, seeds {', '.join(map(str, seeds)) or 'none'}")
+        _panel(left, records, "eval_mean", "evaluation return (mean of episodes)")
+        _panel(right, records, "train_return", "training episode return",
+               color="tab:orange")
+        if records:
+            _updates_axis(left, records)
+            _updates_axis(right, records)
+        fig.suptitle(_title(records, env))
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
     return path
+
+
+def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
+                 env: str | None = None) -> list[Path]:
+    """metrics_<group>.png for each group of METRIC_GROUPS with data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = list(records)
+    written = []
+    for group, keys in METRIC_GROUPS.items():
+        keys = [k for k in keys if any(np.isfinite(_value(r, k)) for r in records)]
+        if not keys:
+            continue
+        cols = min(3, len(keys))
+        rows = -(-len(keys) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows),
+                                 constrained_layout=True, squeeze=False)
+        try:
+            for ax, key in zip(axes.flat, keys, strict=False):
+                _panel(ax, records, key, key)
+            for ax in list(axes.flat)[len(keys):]:
+                ax.set_visible(False)
+            fig.suptitle(f"{_title(records, env)}: {group}")
+            path = Path(directory) / f"metrics_{group}.png"
+            fig.savefig(path, dpi=100)
+            written.append(path)
+        finally:
+            plt.close(fig)
+    return written
+
+
+def plot_run(run_dir: str | os.PathLike) -> list[Path]:
+    """Every picture of a run directory from its records.jsonl and config.json."""
+    import json
+
+    from dreamerjax.records import CONFIG_FILE, read_records
+
+    run_dir = Path(run_dir)
+    env = None
+    try:
+        env = json.loads((run_dir / CONFIG_FILE).read_text())["run"]["env"]
+    except (OSError, KeyError, ValueError):
+        pass
+    recs = read_records(run_dir)
+    return [plot_curves(recs, run_dir / "curves.png", env)] + plot_metrics(recs, run_dir, env)

@@ -45,14 +45,13 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-KEYS = ("obs", "action", "reward", "is_first", "is_last", "is_terminal", "deter", "stoch")
-
 
 @struct.dataclass
 class ReplayState:
     """Rows of every env; vmap over seeds adds a leading axis to every array.
 
-    data: key -> [E, capacity, ...]; row r of env e lives at slot r % capacity.
+    data: key -> [E, capacity, ...] (the replay row schema of schema.py; `obs` may be a
+    dict of arrays); row r of env e lives at slot r % capacity.
     count: [E] int32 rows written per env (all equal: one row per env per add).
     online_head: [] int32 online-queue entries consumed (popped or skipped).
     """
@@ -87,11 +86,12 @@ def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 6
     if capacity < length:
         raise ValueError(
             f"replay capacity {capacity} rows per env is shorter than one window of {length}")
-    if set(example_row) != set(KEYS):
-        raise ValueError(f"replay rows need keys {sorted(KEYS)}, got {sorted(example_row)}")
-    data = {
-        k: jnp.zeros((num_envs, capacity, *jnp.shape(v)), jnp.asarray(v).dtype)
-        for k, v in example_row.items()}
+    missing = {"is_first", "is_last", "deter", "stoch"} - set(example_row)
+    if missing:
+        raise ValueError(f"replay rows need the schema's keys; missing {sorted(missing)}")
+    data = jax.tree.map(
+        lambda v: jnp.zeros((num_envs, capacity, *jnp.shape(v)), jnp.asarray(v).dtype),
+        example_row)
     return ReplayState(
         data=data,
         count=jnp.zeros((num_envs,), jnp.int32),
@@ -105,9 +105,33 @@ def replay_add(state: ReplayState, rows: dict) -> ReplayState:
     """Write one row per env (`rows[k]` [E, ...]) at slot count % capacity."""
     envs = jnp.arange(state.num_envs)
     slots = state.count % state.capacity
-    data = {k: v.at[envs, slots].set(jnp.asarray(rows[k], v.dtype))
-            for k, v in state.data.items()}
+    data = jax.tree.map(lambda v, r: v.at[envs, slots].set(jnp.asarray(r, v.dtype)),
+                        state.data, rows)
     return state.replace(data=data, count=state.count + 1)
+
+
+def replay_grow(state: ReplayState, capacity: int) -> ReplayState:
+    """The same rows in rings of a larger `capacity` (a resumed run whose --steps grew).
+
+    Only a ring that never wrapped can grow: its row r sits at slot r, which is also its
+    slot in the larger ring. A leading seed axis is allowed."""
+    if capacity < state.capacity:
+        raise ValueError(f"replay capacity cannot shrink ({state.capacity} -> {capacity})")
+    if capacity == state.capacity:
+        return state
+    if int(jnp.max(state.count)) > state.capacity:
+        raise ValueError("the replay ring has wrapped; it cannot grow without reordering")
+    axis = state.count.ndim  # the slot axis follows the env axis (and a seed axis)
+    pad = capacity - state.capacity
+
+    def grow(v):
+        widths = [(0, 0)] * v.ndim
+        widths[axis] = (0, pad)
+        return jnp.pad(v, widths)
+
+    return ReplayState(data=jax.tree.map(grow, state.data), count=state.count,
+                       online_head=state.online_head, capacity=int(capacity),
+                       length=state.length)
 
 
 def _rows_written(state: ReplayState) -> jax.Array:
@@ -183,7 +207,7 @@ def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
     env = jnp.where(online, q_env, u_env).astype(jnp.int32)
     start = jnp.where(online, q_start, u_start).astype(jnp.int32)
     slots = (start[:, None] + jnp.arange(L)) % state.capacity  # [B, L]
-    batch = {k: v[env[:, None], slots] for k, v in state.data.items()}
+    batch = jax.tree.map(lambda v: v[env[:, None], slots], state.data)
     batch = _annotate(batch)
     state = state.replace(online_head=(head + taken).astype(jnp.int32))
     return state, batch, ReplayIndex(env, start)

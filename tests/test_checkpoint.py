@@ -144,9 +144,14 @@ def test_check_compatible():
     with pytest.raises(ValueError) as err:
         ckpt.check_compatible(base, other)
     assert "size" in str(err.value) and "agent.horizon" in str(err.value)
-    # capacity derived from steps (0): growing steps would resize the replay ring
-    with pytest.raises(ValueError, match="replay ring"):
-        ckpt.check_compatible(_cfg(), _cfg(steps=40000))
+    # capacity derived from steps (0): growing steps grows the ring (driver.restore_run)
+    ckpt.check_compatible(_cfg(), _cfg(steps=40000))
+    # a field added since the checkpoint was written is fine at its default only
+    old = _cfg()
+    del old["run"]["train_fill"]
+    ckpt.check_compatible(old, _cfg())
+    with pytest.raises(ValueError, match="run.train_fill"):
+        ckpt.check_compatible(old, _cfg(train_fill=100))
     # a key present on one side only
     with pytest.raises(ValueError, match="seeds"):
         ckpt.check_compatible(dict(base, seeds=[0]), base)

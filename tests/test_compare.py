@@ -11,6 +11,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dreamerjax import compare
@@ -401,3 +402,85 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     for key in ("A", "S1", "S2_final", "LEARNS", "WITHIN_RANGE"):
         assert fresh[key] == pytest.approx(committed[key]), key
     assert f"**{fresh['A']:.1f}**" in (src / "README.md").read_text()
+
+
+# ---------------------------------------------------------------------------------------
+# S2 (protocol 5.2)
+
+
+def _tracker():
+    t = compare.EpisodeTracker()
+    # env 0: episodes ending on rows 3, 7, 10 (scores 3, 4, 3)
+    for row, score in ((3, 3.0), (7, 4.0), (10, 3.0)):
+        t.add(0, 0, row, int(score), score, True)
+    # env 1: rows 5, 10, 11 (scores 5, 5, 1)
+    for row, score in ((5, 5.0), (10, 5.0), (11, 1.0)):
+        t.add(0, 1, row, int(score), score, True)
+    return t
+
+
+def test_s2_hand_worked_boundary():
+    t = _tracker()
+    # N = 20, 2 envs: row_last <= 10 counts (inclusive boundary).
+    # env 0: (3 + 4 + 3) / 3 = 10/3; env 1: (5 + 5) / 2 = 5  ->  (10/3 + 5) / 2 = 25/6.
+    assert t.s2(0, 20, 2) == pytest.approx(25 / 6)
+    # N = 18: row_last <= 9: env 0 (3 + 4) / 2 = 3.5; env 1: 5 -> 4.25.
+    assert t.s2(0, 18, 2) == pytest.approx(4.25)
+    # N = 22: row_last <= 11: env 1 becomes (5 + 5 + 1) / 3.
+    assert t.s2(0, 22, 2) == pytest.approx((10 / 3 + 11 / 3) / 2)
+    # N = 8: row_last <= 4: env 1 has no finished episode -> NaN.
+    assert math.isnan(t.s2(0, 8, 2))
+    # an unknown seed, or an env that never finished: NaN
+    assert math.isnan(t.s2(5, 20, 2))
+    assert math.isnan(t.s2(0, 21 * 3, 3))
+    with pytest.raises(ValueError, match="multiple"):
+        t.s2(0, 21, 2)
+
+
+def test_s2_window_of_last_ten_and_seeds_apart():
+    t = compare.EpisodeTracker()
+    for k in range(12):  # scores 0..11 ending on rows 2, 4, ..., 24
+        t.add(7, 0, 2 * (k + 1), 2, float(k), True)
+    t.add(8, 0, 2, 2, 100.0, True)
+    # last 10 of 12 -> scores 2..11, mean 6.5
+    assert t.s2(7, 24, 1) == pytest.approx(6.5)
+    # at row 10 only 5 episodes (0..4) -> 2.0
+    assert t.s2(7, 10, 1) == pytest.approx(2.0)
+    assert t.s2(8, 24, 1) == 100.0
+    assert t.s2_by_seed(24, 1, [7, 8]) == {7: pytest.approx(6.5), 8: 100.0}
+
+
+def test_s2_matches_compare_recomputation():
+
+    rng = np.random.default_rng(0)
+    t, eps = compare.EpisodeTracker(), []
+    for w in range(4):
+        row = 0
+        for _ in range(30):
+            length = int(rng.integers(8, 40))
+            row += length + 1 if row else length
+            eps.append(dict(seed=0, worker=w, row_last=row, length=length,
+                            score=float(length), terminal=True))
+    eps.sort(key=lambda e: e["row_last"])
+    t.add_rows(eps)
+    for n in range(4, 4 * 900, 4 * 37):
+        a, b = t.s2(0, n, 4), compare.s2_at(eps, 4, n)
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
+
+
+def test_tracker_order_checked_and_serialisable():
+    t = _tracker()
+    with pytest.raises(ValueError, match="completion order"):
+        t.add(0, 0, 10, 1, 1.0, True)
+    blob = json.loads(json.dumps(t.to_dict()))
+    u = compare.EpisodeTracker.from_dict(blob)
+    assert u.s2(0, 20, 2) == t.s2(0, 20, 2)
+    assert u.seeds() == [0]
+    # prune keeps what any later query needs
+    for k in range(30):  # env 0: rows 3, 7, 10, then 12..41
+        t.add(0, 0, 12 + k, 1, float(k), True)
+    before = [t.s2(0, n, 2) for n in (60, 70, 84)]
+    t.prune(60, 2)
+    # 22 episodes end on rows <= 30: the last 10 stay, plus the 11 after row 30
+    assert t.count(0, 0) == 21
+    assert [t.s2(0, n, 2) for n in (60, 70, 84)] == before

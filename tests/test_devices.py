@@ -14,7 +14,8 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     import jax
     import jax.numpy as jnp
-    from dreamerjax import loop
+    from dreamerjax import driver, train
+    from dreamerjax.compare import ProtocolFields
 
     out = sys.argv[1]
     specs = lambda tree: sorted({json.dumps(list(x.sharding.spec)) for x in jax.tree.leaves(tree)})
@@ -23,14 +24,15 @@ SCRIPT = textwrap.dedent("""
     jax.config.update("jax_compilation_cache_dir", os.path.join(out, "cache"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    cfg = loop.make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
-                           eval_episodes=2)
+    cfg = train.make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
+                            eval_episodes=2)
     res = {"device_count": jax.device_count()}
     for d in (2, 1):
-        res[f"records_{d}"] = loop.train(cfg, (0, 1), os.path.join(out, f"d{d}"), devices=d,
-                                         progress=False, compile_cache=False)
+        res[f"records_{d}"] = driver.train(cfg, (0, 1), os.path.join(out, f"d{d}"), devices=d,
+                                           progress=False, compile_cache=False,
+                                           callbacks=[ProtocolFields()])
 
-    tr = loop.Trainer(loop.make_setup(cfg), (0, 1), devices=2)
+    tr = driver.Trainer(train.make_setup(cfg), (0, 1), devices=2)
     st = tr.init()
     res["init_shardings"] = specs(st)
     res["init_mesh"] = [dict(tr.sharding.mesh.shape), list(tr.sharding.mesh.axis_names)]

@@ -1,0 +1,431 @@
+"""The driver: compiled chunks of ticks, log points, records, checkpoints, resume.
+
+    train(config, seeds, out)
+      -> Trainer: jit(vmap(init_seed)), jit(run_chunk), jit(vmap(evaluate))
+      -> for each log interval: chunk -> evaluate -> LogPoint -> callbacks -> files
+         -> checkpoint (records, episodes and checkpoint advance together)
+
+A run directory's files are the records of its log points up to its latest checkpoint:
+on resume, records.jsonl and episodes.jsonl are cut back to the byte offsets stored in the
+checkpoint and the TensorBoard scalars are rewritten from records.jsonl, so a run killed at
+any moment resumes without a torn line, a gap or a duplicate. Callbacks (`Callback`) see
+every log point and may add fields to its records; their state is kept in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from dreamerjax import checkpoint as ckpt
+from dreamerjax import metric_window, records
+from dreamerjax import train as train_lib
+from dreamerjax.config import Config, from_dict
+from dreamerjax.train import SeedState, Setup
+
+EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
+
+
+# ----------------------------------------------------------------------------- compiled
+
+
+@dataclasses.dataclass
+class Trainer:
+    """Owns the compiled functions of a run."""
+
+    setup: Setup
+    seeds: tuple[int, ...]
+    devices: int = 1
+
+    def __post_init__(self):
+        setup = self.setup
+        self.metric_names = train_lib.metric_names(setup)
+        self.owed = train_lib.updates_per_tick(setup)
+        self.sharding = seed_sharding(self.devices, len(self.seeds))
+        names = self.metric_names
+        self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
+        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+        # Pin the seed axis of the chunk's state (and of the episode ends [ticks, seeds,
+        # envs]) to the mesh, so every device keeps its own seeds through the whole chunk.
+        shard = {}
+        if self.sharding is not None:
+            mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
+            owed_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
+            ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
+            shard = {"in_shardings": (self.sharding, owed_sh),
+                     "out_shardings": (self.sharding, ends_sh)}
+        self._chunk = jax.jit(lambda st, owed: train_lib.run_chunk(setup, st, owed),
+                              donate_argnums=0, **shard)
+        eps = setup.run.eval_episodes
+        self._eval = jax.jit(jax.vmap(
+            lambda p, k, mode: train_lib.evaluate(setup, p, k, eps, mode),
+            in_axes=(0, 0, None)), static_argnums=2)
+
+    def _keys(self) -> np.ndarray:
+        # Host inputs go in as numpy arrays: in a multi-host run every process passes the
+        # same values, which jit takes as replicated (a device array is process-local).
+        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
+
+    def init(self) -> SeedState:
+        return self._init(self._keys())
+
+    def abstract_state(self) -> SeedState:
+        """The state's shapes, dtypes and shardings, without computing it (restore target)."""
+        shapes = jax.eval_shape(self._init_fn, self._keys())
+        if self.sharding is None:
+            return shapes
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=self.sharding), shapes)
+
+    def chunk(self, states: SeedState, log_index: int):
+        t = self.setup.ticks_per_log
+        owed = np.asarray(self.owed[log_index * t:(log_index + 1) * t])
+        return self._chunk(states, owed)
+
+    def evaluate(self, params, log_index: int, mode: bool = False):
+        """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
+        keys = np.stack([
+            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
+            for s in self.seeds])
+        return self._eval(params, keys, mode)
+
+
+def seed_sharding(devices: int, num_seeds: int):
+    """NamedSharding of the seed axis over `devices` devices (None for one)."""
+    if devices <= 1:
+        return None
+    avail = jax.devices()
+    if devices > len(avail):
+        raise ValueError(f"--devices {devices} but only {len(avail)} JAX devices are visible")
+    if num_seeds % devices:
+        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
+    mesh = jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seed"))
+
+
+def to_host(tree):
+    """numpy copies of (possibly sharded) arrays; gathered from every process when the run
+    spans several (each process holds only its own seeds' shards)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree.map(np.asarray, tree)
+
+
+def enable_compile_cache(enabled: bool = True) -> None:
+    """The persistent XLA compilation cache under ~/.cache/dreamerjax/jax."""
+    if not enabled:
+        return
+    path = os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")),
+                        "dreamerjax", "jax")
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+# ----------------------------------------------------------------------------- callbacks
+
+
+@dataclasses.dataclass
+class LogPoint:
+    """What a log point hands to callbacks (host values).
+
+    records: one dict per seed (records.jsonl lines); a callback may add fields.
+    episodes: the training episodes finished in this interval (episodes.jsonl lines).
+    """
+
+    log_index: int
+    rows: int
+    seeds: tuple[int, ...]
+    num_envs: int
+    records: list[dict]
+    episodes: list[dict]
+    config: Config
+
+
+class Callback(Protocol):
+    """Observer of a run (brax's progress_fn, with state that survives a resume)."""
+
+    name: str
+
+    def on_log(self, point: LogPoint) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: Mapping) -> None: ...
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+@dataclasses.dataclass
+class Run:
+    """The host side of one train() call."""
+
+    config: Config
+    seeds: tuple[int, ...]
+    out: str
+    trainer: Trainer
+    callbacks: Sequence[Callback]
+    primary: bool
+
+    @property
+    def num_logs(self) -> int:
+        return self.config.run.steps // self.config.run.eval_every
+
+
+def _episodes(ends, seeds, first_tick: int) -> list[dict]:
+    """Episode ends [ticks, seeds, envs] (host arrays) -> episodes.jsonl rows. An episode
+    finished by the env step of tick k ends on row k + 1 of its env (row 0 is the first
+    reset row)."""
+    out = []
+    for t, i, w in zip(*np.nonzero(np.asarray(ends.ended)), strict=True):
+        out.append(records.episode_row(
+            seed=seeds[i], worker=w, row_last=first_tick + t + 1,
+            length=ends.length[t, i, w], score=ends.score[t, i, w],
+            terminal=ends.terminal[t, i, w]))
+    out.sort(key=lambda e: (e["seed"], e["row_last"], e["worker"]))
+    return out
+
+
+def _check_finite(bad: np.ndarray, seeds, rows: int, out: str) -> None:
+    if (bad >= 0).any():
+        raise FloatingPointError(
+            f"non-finite loss at update {int(bad[bad >= 0].min())} (seeds "
+            f"{[s for s, b in zip(seeds, bad, strict=True) if b >= 0]}); stopped at row "
+            f"{rows}; the last good checkpoint in {out} is kept")
+
+
+def log_point(run: Run, states: SeedState, ends, log_index: int, wall: float
+              ) -> tuple[LogPoint, dict]:
+    """Evaluate and assemble the records of one log point (no I/O)."""
+    cfg = run.config
+    setup = run.trainer.setup
+    rets, lens = run.trainer.evaluate(states.agent.params, log_index)
+    rn = states.agent.retnorm
+    host = to_host({"rets": rets, "lens": lens, "ends": ends, "bad": states.bad_update,
+                    "updates": states.updates, "lo": rn.low, "hi": rn.high,
+                    "window": states.window})
+    rows = (log_index + 1) * cfg.run.eval_every
+    episodes = _episodes(host["ends"], run.seeds, log_index * setup.ticks_per_log)
+    _check_finite(host["bad"], run.seeds, rows, run.out)
+    recs = []
+    for i, seed in enumerate(run.seeds):
+        lo, hi = float(host["lo"][i]), float(host["hi"][i])
+        recs.append(records.record_row(
+            seed=seed, rows=rows, updates=int(host["updates"][i]),
+            eval_returns=host["rets"][i].tolist(), eval_lengths=host["lens"][i].tolist(),
+            train_means=metric_window.result(host["window"], i),
+            retnorm={"lo": lo, "hi": hi, "scale": max(cfg.agent.retnorm.limit, hi - lo)},
+            wall_s=wall))
+    for rec in recs:
+        scores = [e["score"] for e in episodes if e["seed"] == rec["seed"]]
+        rec["train_return"] = float(np.mean(scores)) if scores else None
+    point = LogPoint(log_index, rows, run.seeds, cfg.run.num_envs, recs, episodes, cfg)
+    return point, host
+
+
+def _meta(run: Run, point: LogPoint, host: dict, writer, wall: float) -> dict:
+    return {"config": run.config.to_dict(), "seeds": list(run.seeds),
+            "log_index": point.log_index, "rows": point.rows,
+            "updates": [int(u) for u in host["updates"]], "wall_s": wall,
+            "positions": writer.positions(),
+            "callbacks": {cb.name: cb.state_dict() for cb in run.callbacks}}
+
+
+def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
+    every = config.run.checkpoint_every
+    return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
+
+
+WORLD_MODEL_TERMS = ("reward", "cont", "dyn", "rep")
+NOT_WORLD_MODEL = ("actor", "critic", "replay_critic", "pos", "neg")
+
+
+def world_model_loss(train: Mapping, config: Config) -> float | None:
+    """The scaled world-model loss of a window's means: the decoder terms (one per
+    observation key) + reward + cont + dyn + rep, each times its loss scale."""
+    scales = config.agent.loss_scales
+    total, seen = 0.0, False
+    for name, value in train.items():
+        if not name.endswith("_loss") or value is None:
+            continue
+        term = name.removesuffix("_loss")
+        if term in NOT_WORLD_MODEL or "/" in term:
+            continue
+        total += value * (getattr(scales, term) if term in WORLD_MODEL_TERMS else scales.dec)
+        seen = True
+    return total if seen else None
+
+
+def status_line(point: LogPoint, updates_per_s: float) -> str:
+    """One grep-able line per log point (means over seeds)."""
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return float(np.mean(values)) if values else float("nan")
+
+    recs = point.records
+    wm = mean(world_model_loss(r["train"], point.config) for r in recs)
+    return (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
+            f"eval_return {mean(r['eval_mean'] for r in recs):.1f} "
+            f"train_return {mean(r['train_return'] for r in recs):.1f} "
+            f"wm_loss {wm:.3f} "
+            f"actor_entropy {mean(r['train'].get('ent/action/mean') for r in recs):.3f} "
+            f"updates/s {updates_per_s:.2f}")
+
+
+def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
+    """The state of a checkpoint, in the current run's shapes (the replay grows when the
+    run's --steps grew and its capacity is derived from them)."""
+    index, meta = found
+    saved = from_dict(meta["config"])
+    old_setup = train_lib.make_setup(saved)
+    trainer = run.trainer
+    target_trainer = trainer
+    if old_setup.capacity != trainer.setup.capacity:
+        target_trainer = dataclasses.replace(trainer, setup=old_setup)
+    states = ckpt.restore(run.out, index, target_trainer.abstract_state())
+    if old_setup.capacity != trainer.setup.capacity:
+        from dreamerjax.replay import replay_grow
+        states = states.replace(replay=replay_grow(states.replay, trainer.setup.capacity))
+    for cb in run.callbacks:
+        cb.load_state_dict(meta.get("callbacks", {}).get(cb.name, {}))
+    return states, meta
+
+
+def _rebuild_tensorboard(out: str, writer) -> None:
+    """TensorBoard scalars rewritten from records.jsonl (after it was cut back)."""
+    shutil.rmtree(os.path.join(out, records.TB_DIR), ignore_errors=True)
+    for r in records.read_records(out):
+        writer.add_scalars(r["seed"], r["rows"], records.tb_scalars(r))
+
+
+def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
+          devices: int = 1, progress: bool = True, compile_cache: bool = True,
+          stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
+          tensorboard: bool = True) -> list[dict]:
+    """Run (or resume) a training run; returns the records written by this call.
+
+    callbacks: observers called at each log point, before its records are written.
+    stop_after_rows ends the call early at that log point (as an interruption would),
+    leaving a checkpoint to resume from; the run's config is unchanged.
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
+    setup = train_lib.make_setup(config)
+    enable_compile_cache(compile_cache)
+    run = Run(config, seeds, out, Trainer(setup, seeds, devices), tuple(callbacks),
+              primary=jax.process_index() == 0)
+    # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
+    os.makedirs(os.path.realpath(out), exist_ok=True)
+    found = ckpt.latest(out) if resume else None
+    positions = found[1].get("positions") if found else None
+    if resume and found is None:
+        positions = {"records_bytes": 0, "episodes_bytes": 0}  # killed before a checkpoint
+    if found:
+        check_resumable(found[1], config, seeds)
+        states, meta = restore_run(run, found)
+        start_log, wall0 = meta["log_index"] + 1, meta["wall_s"]
+    else:
+        states, start_log, wall0 = run.trainer.init(), 0, 0.0
+    writer_cls = records.RunWriter if run.primary else records.NullWriter
+    written = []
+    bar = _progress(progress and run.primary, config.run.steps,
+                    start_log * config.run.eval_every)
+    t0 = time.time() - wall0
+    with writer_cls(out, resume=positions, tensorboard=tensorboard) as writer:
+        writer.write_config(config.to_dict() | {"seeds": list(seeds)})
+        if positions is not None:
+            _rebuild_tensorboard(out, writer)
+        for log_index in range(start_log, run.num_logs):
+            if stop_after_rows is not None and log_index * config.run.eval_every >= \
+                    stop_after_rows:
+                break
+            tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
+            states, ends = run.trainer.chunk(states, log_index)
+            point, host = log_point(run, states, ends, log_index, time.time() - t0)
+            for cb in run.callbacks:
+                cb.on_log(point)
+            writer.add_episodes(point.episodes)
+            writer.add_records(point.records)
+            for r in point.records:
+                writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
+            written += point.records
+            states = states.replace(window=metric_window.reset(states.window))
+            if _should_checkpoint(config, log_index, run.num_logs):
+                wall = time.time() - t0
+                ckpt.save(out, log_index, states, _meta(run, point, host, writer, wall))
+            done = point.records[-1]["updates"] - (
+                updates0 if updates0 is not None else start_updates(found))
+            line = status_line(point, done / max(time.time() - tick0, 1e-9))
+            if bar is not None:
+                bar.update(config.run.eval_every)
+                bar.write(line, file=sys.stderr)
+            elif run.primary and progress:
+                print(line, file=sys.stderr)
+    if bar is not None:
+        bar.close()
+    if run.primary:
+        from dreamerjax import plots
+        plots.plot_run(out)
+    ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
+    return written
+
+
+def start_updates(found) -> int:
+    """Updates of the last seed at the checkpoint resumed from (0 for a fresh run)."""
+    if not found:
+        return 0
+    updates = found[1].get("updates", 0)
+    return int(updates[-1] if isinstance(updates, list) else updates)
+
+
+def check_resumable(meta: Mapping, config: Config, seeds: tuple[int, ...]) -> None:
+    """Refuse to resume a checkpoint with another config or other seeds."""
+    ckpt.check_compatible(meta["config"], config.to_dict())
+    if tuple(meta["seeds"]) != tuple(seeds):
+        raise ValueError(f"seeds: the checkpoint has {meta['seeds']}, this run {list(seeds)}")
+
+
+def _progress(enabled: bool, total: int, initial: int):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, initial=initial, unit="rows", dynamic_ncols=True)
+
+
+# ----------------------------------------------------------------------------- run dirs
+
+
+def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
+    """Evaluate the latest checkpoint of a run: one dict per seed."""
+    config, seeds = records.read_run_config(run_dir)
+    config = dataclasses.replace(
+        config, run=dataclasses.replace(config.run, eval_episodes=episodes))
+    trainer = Trainer(train_lib.make_setup(config), seeds)
+    found = ckpt.latest(run_dir)
+    if found is None:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
+    rets, _ = trainer.evaluate(states.agent.params, 10**6, mode)
+    return [{"seed": s, "returns": r.tolist(), "mean": float(r.mean())}
+            for s, r in zip(seeds, np.asarray(rets), strict=True)]
+
+
+def describe(config: Config) -> dict[str, Any]:
+    """Parameter counts per module of a config's agent (no compile)."""
+    from dreamerjax import agent as agent_lib
+    setup = train_lib.make_setup(config)
+    params = jax.eval_shape(
+        lambda k: agent_lib.init_params(k, config.agent, setup.spaces), jax.random.PRNGKey(0))
+    return agent_lib.param_counts(params)

@@ -1,0 +1,258 @@
+"""The per-seed training functions: pure, jittable, vmapped over seeds by the driver.
+
+One tick = every env of a seed takes one step: the policy acts on the current rows, the
+rows (with the action and the posterior latent) enter the replay, the updates that the
+train-ratio schedule owes at this tick run, then the envs step to the next rows.
+`run_chunk` scans the ticks of one log interval for a batch of seeds; `evaluate` plays
+fresh evaluation episodes. Nothing here does I/O; dreamerjax/driver.py runs these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dreamerjax import agent as agent_lib
+from dreamerjax import envs as envs_lib
+from dreamerjax import metric_window, schema
+from dreamerjax import replay as replay_lib
+from dreamerjax import schedule as schedule_lib
+from dreamerjax.config import Config, RunConfig, agent_config, tiny_agent_config, with_cnn
+from dreamerjax.numerics import TWOHOT_MEANS
+
+f32 = jnp.float32
+
+
+@flax.struct.dataclass
+class SeedState:
+    """Everything one seed's run carries between ticks (leading seed axis when batched)."""
+
+    agent: agent_lib.AgentState
+    replay: Any  # replay_lib.ReplayState
+    env: Any  # envs_lib.CollectorState, leading [num_envs]
+    row: dict  # the current row of every env, [num_envs, ...]
+    carry: dict  # policy carry {deter, stoch, action}, [num_envs, ...]
+    key: jax.Array
+    window: dict  # metric_window state of the current log interval
+    bad_update: jax.Array  # int32: first update index with a non-finite loss, -1 if none
+    updates: jax.Array  # int32: updates done
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static description of a run: config, env spec, agent spaces, replay capacity."""
+
+    config: Config
+    spec: Any
+    spaces: agent_lib.Spaces
+    capacity: int  # replay rows per env
+    ticks_per_log: int
+
+    @property
+    def run(self) -> RunConfig:
+        return self.config.run
+
+    @property
+    def window_length(self) -> int:
+        """Rows of one replayed sequence: batch_length + replay_context."""
+        return self.run.batch_length + self.run.replay_context
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
+                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
+                twohot_mean: str | None = None, **run_overrides) -> Config:
+    """A Config from the common run options (the Python API's shorthand)."""
+    acfg = tiny_agent_config() if tiny else agent_config(size)
+    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
+    if twohot_mean is not None:
+        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
+    run = dataclasses.replace(RunConfig(env=env), **run_overrides)
+    return Config(agent=acfg, run=run, size="tiny" if tiny else size)
+
+
+def replay_capacity(run: RunConfig) -> int:
+    """Replay rows per env. replay_capacity 0 derives it from the run's length (every row
+    is kept, as the reference's 5e6-item replay keeps every row of such a run); growing
+    --steps on resume then grows the ring. An explicit value is fixed."""
+    return run.replay_capacity or math.ceil(run.steps / run.num_envs)
+
+
+def make_setup(config: Config) -> Setup:
+    """Validate the config against the env before anything compiles."""
+    run = config.run
+    spec = envs_lib.make_env(run.env, run.episode_limit)
+    spaces = envs_lib.spaces_of(spec) if hasattr(envs_lib, "spaces_of") else spaces_of(spec)
+    if getattr(spec, "is_image", False):
+        from dreamerjax import nets
+        nets.cnn_strides(config.agent.enc, spec.obs_shape[0])
+    if config.agent.twohot_mean not in TWOHOT_MEANS:
+        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
+                         f"{', '.join(TWOHOT_MEANS)}")
+    schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
+    capacity = replay_capacity(run)
+    length = run.batch_length + run.replay_context
+    if capacity < length:
+        raise ValueError(
+            f"replay capacity {capacity} rows per env is shorter than one batch row "
+            f"sequence ({length} = batch_length {run.batch_length} + context "
+            f"{run.replay_context}); raise --steps or replay_capacity")
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
+
+
+def spaces_of(spec) -> agent_lib.Spaces:
+    """The agent's spaces of a single-array env spec: its observation under the key
+    "vector" (rank 1) or "image" (rank 3), float32 as the collector emits it."""
+    name = "image" if len(spec.obs_shape) == 3 else "vector"
+    obs = ((name, tuple(spec.obs_shape), "float32"),)
+    if spec.discrete:
+        return agent_lib.Spaces(obs, True, int(spec.num_actions))
+    return agent_lib.Spaces(obs, False, int(spec.action_dims))
+
+
+def with_obs_dict(spaces, row: dict) -> dict:
+    """A collector row whose `obs` is one array, with `obs` as the agent's dict."""
+    if isinstance(row["obs"], dict):
+        return row
+    (name, _, _), = spaces.obs
+    return dict(row, obs={name: row["obs"]})
+
+
+def updates_per_tick(setup: Setup) -> np.ndarray:
+    """Updates owed after each tick of the whole run (exact reference schedule)."""
+    run = setup.run
+    sched = schedule_lib.schedule_from_config(run)
+    ticks = np.arange(run.steps // run.num_envs)
+    return np.asarray(jax.vmap(lambda t: schedule_lib.updates_owed(sched, t))(ticks), np.int32)
+
+
+def example_batch(setup: Setup) -> dict:
+    """ShapeDtypeStructs of one training batch."""
+    rssm = setup.config.agent.rssm
+    return schema.batch_spec(setup.spaces, rssm.deter, rssm.stoch, setup.run.batch_size,
+                             setup.window_length)
+
+
+def metric_names(setup: Setup) -> tuple[str, ...]:
+    """Metric names of one update, found by tracing (no compile)."""
+    state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
+                           jax.random.PRNGKey(0))
+    _, _, mets = jax.eval_shape(
+        lambda s, b: agent_lib.update(s, setup.config.agent, setup.spaces, b,
+                                      jax.random.PRNGKey(0)), state, example_batch(setup))
+    return tuple(sorted(mets))
+
+
+# ----------------------------------------------------------------------------- per seed
+
+
+def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
+    """A fresh seed: agent from its own key chain, reset envs, empty replay."""
+    run, cfg = setup.run, setup.config.agent
+    k_agent, k_env, k_run = jax.random.split(key, 3)
+    agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+        jax.random.split(k_env, run.num_envs))
+    row = with_obs_dict(setup.spaces, row)
+    example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
+                                                  cfg.rssm.stoch))
+    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
+                                    setup.window_length)
+    carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
+    return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
+                     key=k_run, window=metric_window.init(names),
+                     bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
+
+
+def act_and_step(setup: Setup, params, carry, row, env, k_pol, k_env, mode: bool = False):
+    """The acting step shared by training and evaluation: the policy on the current rows
+    [n], then every env steps. Returns (the rows to store, with the action taken and the
+    posterior latent; carry; env; next rows; episode ends [n]). The stored action is zeroed
+    on is_last rows, where the env resets and ignores it. mode: act with the mode of the
+    latent and action distributions instead of samples."""
+    act, carry, latent = agent_lib.policy(
+        params, setup.config.agent, setup.spaces, carry, row["obs"], row["is_first"], k_pol,
+        mode)
+    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
+    env_keys = jax.random.split(k_env, row["is_first"].shape[0])
+    env, new_row, ends = jax.vmap(
+        lambda st, a, k: envs_lib.collector_step(setup.spec, st, a, k))(
+        env, stored["action"], env_keys)
+    return stored, carry, env, with_obs_dict(setup.spaces, new_row), ends
+
+
+def act_and_store(setup: Setup, s: SeedState):
+    """Policy on the current rows, store them in the replay, step the envs.
+    Returns (state, episode ends [num_envs])."""
+    key, k_pol, k_env = jax.random.split(s.key, 3)
+    stored, carry, env, new_row, ends = act_and_step(
+        setup, s.agent.params, s.carry, s.row, s.env, k_pol, k_env)
+    replay = replay_lib.replay_add(s.replay, stored)
+    return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
+
+
+def train_once(setup: Setup, s: SeedState) -> SeedState:
+    """Sample a batch (online queue first), update, write the latents back."""
+    run, cfg = setup.run, setup.config.agent
+    key, k_sample, k_update = jax.random.split(s.key, 3)
+    replay, batch, index = replay_lib.replay_sample(
+        s.replay, k_sample, run.batch_size, setup.window_length)
+    agent_state, outs, mets = agent_lib.update(s.agent, cfg, setup.spaces, batch, k_update)
+    replay = replay_lib.replay_write_latents(
+        replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
+    ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])
+    bad = jnp.where((s.bad_update < 0) & ~ok, s.updates, s.bad_update)
+    return s.replace(agent=agent_state, replay=replay, key=key,
+                     window=metric_window.add(s.window, mets),
+                     bad_update=bad, updates=s.updates + 1)
+
+
+def run_chunk(setup: Setup, states: SeedState, owed: jax.Array):
+    """Scan over the ticks of one log interval. states has a leading seed axis; owed [ticks]
+    is the number of updates due after each tick (shared by all seeds, so the update loop
+    below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
+
+    def tick(states, n):
+        states, ends = jax.vmap(lambda s: act_and_store(setup, s))(states)
+        states = jax.lax.fori_loop(
+            0, n, lambda _, st: jax.vmap(lambda s: train_once(setup, s))(st), states)
+        return states, ends
+
+    return jax.lax.scan(tick, states, owed)
+
+
+def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False):
+    """Fresh envs, the first episode of each, up to the episode limit, with the given
+    params (sampling policy, or its mode). Returns (returns [episodes], lengths
+    [episodes])."""
+    cfg = setup.config.agent
+    k_init, k_run = jax.random.split(key)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+        jax.random.split(k_init, episodes))
+    row = with_obs_dict(setup.spaces, row)
+    carry = agent_lib.policy_initial(cfg, setup.spaces, episodes)
+    zeros = jnp.zeros((episodes,), f32)
+
+    def step(c, k):
+        env, row, carry, ret, length, done = c
+        k_pol, k_env = jax.random.split(k)
+        _, carry, env, row, _ = act_and_step(setup, params, carry, row, env, k_pol, k_env,
+                                             mode)
+        live = ~done
+        ret = ret + jnp.where(live, row["reward"], 0.0)
+        length = length + live.astype(f32)
+        done = done | row["is_last"]
+        return (env, row, carry, ret, length, done), None
+
+    init = (env, row, carry, zeros, zeros, jnp.zeros((episodes,), bool))
+    (_, _, _, ret, length, _), _ = jax.lax.scan(
+        step, init, jax.random.split(k_run, setup.spec.episode_limit))
+    return ret, length

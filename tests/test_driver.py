@@ -1,0 +1,175 @@
+"""End-to-end: tiny runs of the protocol's schedule; resume after a clean stop, a grown
+--steps and a crash's leftovers; checkpoints off; seed independence."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from dreamerjax import checkpoint, driver, records
+from dreamerjax.compare import ProtocolFields
+from dreamerjax.train import make_config, make_setup
+
+
+def _cfg(steps=1600, **kw):
+    return make_config("CartPole-v1", tiny=True, steps=steps, eval_every=400, eval_episodes=2,
+                       **kw)
+
+
+def _train(cfg, out, seeds=(0, 1), **kw):
+    return driver.train(cfg, seeds, str(out), progress=False, compile_cache=False,
+                        callbacks=[ProtocolFields()], **kw)
+
+
+def _strip(recs):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in recs]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole")
+    _train(_cfg(), out)
+    return out
+
+
+def test_records_schedule_and_schema(whole):
+    recs = records.read_records(whole)
+    assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
+        (0, 400, 0), (1, 400, 0), (0, 800, 0), (1, 800, 0), (0, 1200, 81), (1, 1200, 81),
+        (0, 1600, 281), (1, 1600, 281)]
+    for r in recs:
+        assert {"side", "seed", "rows", "updates", "eval_mean", "eval_len_mean",
+                "eval_returns", "s2_logged", "train", "retnorm", "wall_s",
+                "train_return"} <= set(r)
+        assert len(r["eval_returns"]) == 2
+        assert r["eval_mean"] == pytest.approx(np.mean(r["eval_returns"]))
+    last = recs[-1]["train"]
+    for name in ("vector_loss", "reward_loss", "cont_loss", "dyn_loss", "rep_loss",
+                 "actor_loss", "critic_loss", "replay_critic_loss", "opt_grad_norm",
+                 "ent/action/mean", "adv/std", "activation/embed"):
+        assert last[name] is not None and np.isfinite(last[name]), name
+    # No update before the gate: window means are empty (null) there.
+    assert recs[0]["train"]["actor_loss"] is None
+    eps = records.read_episodes(whole)
+    assert eps and all(e["length"] == e["score"] for e in eps)
+    assert all(e["row_last"] <= 1600 // 16 for e in eps)
+    # train_return: the mean score of the seed's episodes that ended in the interval
+    for r in recs:
+        lo, hi = (r["rows"] - 400) // 16, r["rows"] // 16
+        scores = [e["score"] for e in eps if e["seed"] == r["seed"] and lo < e["row_last"] <= hi]
+        assert r["train_return"] == (pytest.approx(np.mean(scores)) if scores else None)
+    for name in ("curves.png", "config.json", "metrics_losses.png"):
+        assert (whole / name).exists(), name
+    assert checkpoint.indices(whole) == [2, 3]  # the last two kept
+
+
+def test_tensorboard_holds_every_record_once(whole):
+    points = records.read_scalars(whole)
+    for seed in (0, 1):
+        evals = [(step, v) for tag, step, v in points[seed] if tag == "eval/eval_mean"]
+        want = [(r["rows"], pytest.approx(r["eval_mean"]))
+                for r in records.read_records(whole) if r["seed"] == seed]
+        assert evals == want
+
+
+def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(whole, tmp_path):
+    """Defects 2 and 3: a run of 1,200 rows resumed to 1,600 (its replay ring grows from
+    75 to 100 rows per env) equals the 1,600-row run, also after a crash left a torn
+    records line, an episode line and TensorBoard points beyond its checkpoint."""
+    out = tmp_path / "split"
+    _train(_cfg(steps=1200), out)
+    assert make_setup(_cfg(steps=1200)).capacity == 75
+    with open(out / "records.jsonl", "a") as f:
+        f.write(json.dumps(records.read_records(out)[-1]) + "\n" + '{"seed": 0, "rows": 16')
+    with open(out / "episodes.jsonl", "a") as f:
+        f.write(json.dumps(records.read_episodes(out)[-1]) + "\n")
+    with records.RunWriter(out) as w:
+        w.add_scalars(0, 1600, {"eval/eval_mean": 123.0})
+    _train(_cfg(steps=1600), out, resume=True)
+    assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
+    assert records.read_episodes(whole) == records.read_episodes(out)
+    assert json.loads((out / "config.json").read_text())["run"]["steps"] == 1600
+    a, b = records.read_scalars(whole), records.read_scalars(out)
+    assert {s: sorted(p) for s, p in a.items()} == {s: sorted(p) for s, p in b.items()}
+
+
+def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
+    out = tmp_path / "stopped"
+    _train(_cfg(), out, stop_after_rows=800)
+    assert len(records.read_records(out)) == 4
+    _train(_cfg(), out, resume=True)
+    assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
+    assert records.read_episodes(whole) == records.read_episodes(out)
+
+
+def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
+    """Defect 1: --checkpoint-every 0 divided by zero after the first chunk."""
+    out = tmp_path / "nock"
+    recs = _train(_cfg(steps=800, checkpoint_every=0, replay_capacity=80), out, seeds=(0,))
+    assert [r["rows"] for r in recs] == [400, 800]
+    assert checkpoint.indices(out) == []
+
+
+def test_seed_records_do_not_depend_on_other_seeds(whole, tmp_path):
+    out = tmp_path / "other"
+    _train(_cfg(), out, seeds=(0, 2))
+    a = [r for r in records.read_records(whole) if r["seed"] == 0]
+    b = [r for r in records.read_records(out) if r["seed"] == 0]
+    for x, y in zip(a, b, strict=True):
+        assert x["eval_returns"] == y["eval_returns"]
+        assert x["train"] == y["train"]
+    c = [r for r in records.read_records(whole) if r["seed"] == 1]
+    assert c[-1]["train"] != a[-1]["train"]
+
+
+def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
+    class Count:
+        name = "count"
+
+        def __init__(self):
+            self.n = 0
+
+        def on_log(self, point):
+            self.n += 1
+            for r in point.records:
+                r["log_points_seen"] = self.n
+
+        def state_dict(self):
+            return {"n": self.n}
+
+        def load_state_dict(self, state):
+            self.n = state["n"]
+
+    out = tmp_path / "cb"
+    cfg = _cfg(steps=800, replay_capacity=80)
+    driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
+                 callbacks=[Count()], stop_after_rows=400)
+    driver.train(cfg, (0,), str(out), resume=True, progress=False, compile_cache=False,
+                 callbacks=[Count()])
+    assert [r["log_points_seen"] for r in records.read_records(out)] == [1, 2]
+
+
+def test_status_line_is_one_greppable_line(whole):
+    recs = records.read_records(whole)[-2:]
+    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    line = driver.status_line(point, 2.5)
+    assert "\n" not in line and line.startswith("[dreamerjax] rows 1600 updates 281")
+    wm = driver.world_model_loss(recs[0]["train"], _cfg())
+    t = recs[0]["train"]
+    assert wm == pytest.approx(t["vector_loss"] + t["reward_loss"] + t["cont_loss"]
+                               + t["dyn_loss"] + 0.1 * t["rep_loss"])
+
+
+def test_bad_config_is_refused_before_compiling():
+    with pytest.raises(ValueError, match="Unknown|unknown"):
+        make_setup(make_config("NoSuchEnv-v0", tiny=True))
+    with pytest.raises(ValueError, match="must divide steps"):
+        make_setup(_cfg(steps=1000))
+
+
+def test_eval_of_a_run_uses_its_latest_checkpoint(whole):
+    rows = driver.evaluate_run(str(whole), episodes=2)
+    assert [r["seed"] for r in rows] == [0, 1]
+    assert all(len(r["returns"]) == 2 and r["mean"] > 0 for r in rows)
+    assert os.path.isdir(whole / "checkpoints")
