@@ -33,7 +33,8 @@ def markdown(r: dict) -> str:
     m, cfg = r["machine"], r["config"]
     progs = r["programs"]
     peak = r.get("matmul_peak", {})
-    peaks = [v["matmul_peak_flops_per_s"] / 1e9 for v in peak.values()]
+    peaks = [peak[k]["matmul_peak_flops_per_s"] / 1e9 for k in ("before", "after")
+             if k in peak]
     versions = {k: v["info"].get("jax") for k, v in progs.items()}
     lines = [
         f"Side by side on {m['cpu']} ({m['cores']} cores; {', '.join(m['simd'])}), "
@@ -46,9 +47,9 @@ def markdown(r: dict) -> str:
         + f"; load average (1, 5, 15 min) before {r['loadavg_before']}, after "
         f"{r.get('loadavg_after')}.",
         "",
-        "| program (jax) | s / update, median per round | all rounds: median (p10, p90) "
-        "| vs dreamerjax | cold compile | peak RSS |",
-        "|---|---|---|---|---|---|",
+        "| program | jax | s / update, median per round | all rounds: median (p10, p90) "
+        "| / dreamerjax | cold compile | peak RSS |",
+        "|---|---|---|---|---|---|---|",
     ]
     ours = progs.get("dreamerjax", {}).get("all_rounds", {}).get("median")
     for name in cfg["order"]:
@@ -57,7 +58,7 @@ def markdown(r: dict) -> str:
         rounds = ", ".join(f"{x:.3f}" for x in p["seconds_per_update_per_seed_rounds"])
         ratio = f"{a['median'] / ours:.2f}x" if ours else ""
         lines.append(
-            f"| {LABELS.get(name, name)} ({versions[name]}) | {rounds} | {a['median']:.3f} "
+            f"| {LABELS.get(name, name)} | {versions[name]} | {rounds} | {a['median']:.3f} "
             f"({a['p10']:.3f}, {a['p90']:.3f}) | {ratio} | {p['compile_cold_s']:.1f} s "
             f"| {_gib(p['peak_rss_mib'])} |")
     ref = progs.get("reference", {}).get("all_rounds", {}).get("median")
@@ -69,7 +70,8 @@ def markdown(r: dict) -> str:
         if aj:
             parts.append(f"{aj / ours:.2f}x Ajax")
         lines += ["", "dreamerjax per update, one seed: " + " and ".join(parts) +
-                  " (ratios of medians over all rounds of this run)."]
+                  " (ratios of medians over all rounds of this run; the column / dreamerjax "
+                  "divides each program's median by dreamerjax's, 1 seed)."]
     if not all(rd.get("finite", True) is not False for p in progs.values()
                for rd in p["rounds"]):
         lines.append("WARNING: a program reported non-finite losses.")

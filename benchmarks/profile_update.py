@@ -1,0 +1,123 @@
+"""Where one dreamerjax update's time goes: the bench's 1-seed update program
+(dreamerjax/bench.py) under `jax.profiler.trace`, the trace's per-instruction events summed
+and matched to the compiled HLO (what each instruction computes and the JAX op it came
+from). Prints one JSON object; nothing is asserted.
+
+    python benchmarks/profile_update.py [--updates 3] [--top 40] [--out DIR]
+
+Events are summed over all threads (XLA:CPU runs independent work on both cores), so the
+total can exceed the wall time. An instruction's count per update tells its place: 1 =
+once per update (heads, losses, optimiser), 15 = the imagination scan, 64 = the observe
+scan forward or backward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+
+
+def hlo_index(text: str) -> dict[str, dict]:
+    """instruction name -> {"op", "shape", "source", "computation"} from `as_text()`."""
+    out, comp = {}, None
+    head = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+    inst = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+(?:\{[^}]*\})?|\([^=]*?\))\s+"
+                      r"([\w\-]+)\(")
+    for line in text.splitlines():
+        m = head.match(line)
+        if m and "=" not in line.split("{")[0]:
+            comp = m.group(1)
+            continue
+        m = inst.match(line)
+        if m:
+            name, shape, op = m.groups()
+            src = re.search(r'op_name="([^"]*)"', line)
+            kind = re.search(r"kind=(\w+)", line)
+            calls = re.search(r"calls=%?([\w.\-]+)", line)
+            out[name] = {"op": op + (f"({kind.group(1)})" if kind else ""),
+                         "shape": shape[:80], "source": src.group(1)[-120:] if src else "",
+                         "computation": comp, "calls": calls.group(1) if calls else None}
+    return out
+
+
+def trace_events(logdir: str) -> list[dict]:
+    paths = glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True)
+    paths += glob.glob(os.path.join(logdir, "**", "perfetto_trace.json.gz"), recursive=True)
+    if not paths:
+        raise SystemExit(f"no trace file under {logdir}")
+    with gzip.open(sorted(paths)[-1], "rt") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--updates", type=int, default=3)
+    p.add_argument("--top", type=int, default=40)
+    p.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
+    args = p.parse_args(argv)
+    if args.updates < 1:
+        raise SystemExit(f"--updates must be >= 1, got {args.updates}")
+
+    from dreamerjax import xla_tuning
+    xla_tuning.apply()
+    import jax
+
+    from dreamerjax import bench
+
+    setup = bench.make_setup(False)
+    compiled, _ = bench.compile_update(setup, 1)
+    index = hlo_index(compiled.as_text())
+    fill = bench.ticks_program(setup, bench.Options.ticks)
+    states = jax.block_until_ready(fill(bench.init_states(setup, 1)))
+    for _ in range(3):
+        states = jax.block_until_ready(compiled(states))
+    logdir = args.out or tempfile.mkdtemp(prefix="dreamerjax-profile-")
+    t = time.perf_counter()
+    with jax.profiler.trace(logdir, create_perfetto_trace=True):
+        for _ in range(args.updates):
+            states = jax.block_until_ready(compiled(states))
+    wall = (time.perf_counter() - t) / args.updates
+
+    per = collections.defaultdict(lambda: [0.0, 0])
+    for ev in trace_events(logdir):
+        if ev.get("ph") != "X" or ev.get("name") not in index:
+            continue
+        per[ev["name"]][0] += ev.get("dur", 0.0) / 1e3  # us -> ms
+        per[ev["name"]][1] += 1
+    rows = []
+    for name, (ms, n) in per.items():
+        info = index[name]
+        rows.append({"name": name, "ms_per_update": ms / args.updates,
+                     "count_per_update": n / args.updates, **info})
+    rows.sort(key=lambda r: -r["ms_per_update"])
+    # Leaf instructions only (a while/call/conditional event spans its body's events).
+    leaf = [r for r in rows if not r["op"].startswith(("while", "call", "conditional"))]
+    by_count = collections.defaultdict(float)
+    for r in leaf:
+        by_count[round(r["count_per_update"])] += r["ms_per_update"]
+    by_kind = collections.defaultdict(float)
+    for r in leaf:
+        by_kind[r["op"]] += r["ms_per_update"]
+    json.dump({
+        "wall_s_per_update_traced": wall,
+        "leaf_ms_per_update_all_threads": sum(r["ms_per_update"] for r in leaf),
+        "leaf_ms_by_count_per_update": dict(sorted(by_count.items())),
+        "leaf_ms_by_op": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])[:20]),
+        "top": leaf[:args.top], "trace_dir": logdir,
+        "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
