@@ -29,6 +29,7 @@ from dreamerjax import checkpoint as ckpt
 from dreamerjax import metric_window, records
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config, from_dict
+from dreamerjax.host_driver import make_trainer  # Trainer, or HostTrainer for host envs
 from dreamerjax.train import SeedState, Setup
 
 EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
@@ -48,7 +49,7 @@ class Trainer:
     def __post_init__(self):
         setup = self.setup
         self.metric_names = train_lib.metric_names(setup)
-        self.owed = train_lib.updates_per_tick(setup)
+        self.updates_due = train_lib.updates_per_tick(setup)
         self.sharding = seed_sharding(self.devices, len(self.seeds))
         names = self.metric_names
         self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
@@ -58,12 +59,13 @@ class Trainer:
         shard = {}
         if self.sharding is not None:
             mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
-            owed_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
+            due_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
             ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
-            shard = {"in_shardings": (self.sharding, owed_sh),
+            shard = {"in_shardings": (self.sharding, due_sh),
                      "out_shardings": (self.sharding, ends_sh)}
-        self._chunk = jax.jit(lambda st, owed: train_lib.run_chunk(setup, st, owed),
+        self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
                               donate_argnums=0, **shard)
+        self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
         eps = setup.run.eval_episodes
         self._eval = jax.jit(jax.vmap(
             lambda p, k, mode: train_lib.evaluate(setup, p, k, eps, mode),
@@ -87,8 +89,14 @@ class Trainer:
 
     def chunk(self, states: SeedState, log_index: int):
         t = self.setup.ticks_per_log
-        owed = np.asarray(self.owed[log_index * t:(log_index + 1) * t])
-        return self._chunk(states, owed)
+        due = np.asarray(self.updates_due[log_index * t:(log_index + 1) * t])
+        return self._chunk(states, due)
+
+    def report(self, states: SeedState, log_index: int) -> dict:
+        """The open-loop report (report.openl) of the first seed, from its replay."""
+        key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
+                                 + log_index)
+        return to_host(self._report(states, np.asarray(key)))
 
     def evaluate(self, params, log_index: int, mode: bool = False):
         """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
@@ -96,6 +104,34 @@ class Trainer:
             np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
             for s in self.seeds])
         return self._eval(params, keys, mode)
+
+
+def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
+    """report.openl on a batch sampled from the first seed's replay."""
+    from dreamerjax import replay as replay_lib
+    from dreamerjax import report
+
+    first = jax.tree.map(lambda x: x[0], states)
+    _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
+                                           setup.window_length)
+    return report.openl(first.agent.params, setup.config.agent, setup.spaces, batch)
+
+
+def write_report(run: Run, states: SeedState, point: LogPoint, writer) -> list:
+    """The open-loop report of a log point: files under run_dir/report (the latest log
+    point's) and TensorBoard images. Nothing before the first update (the replay cannot
+    be sampled yet)."""
+    from dreamerjax import report
+
+    if point.records[0]["updates"] <= 0:
+        return []
+    host = run.trainer.report(states, point.log_index)
+    title = f"{run.config.run.env}, seed {run.seeds[0]}, {point.rows} rows: "
+    files = report.write_openl(host, os.path.join(run.out, "report"), title)
+    for path in files:
+        if path.suffix == ".png":
+            writer.add_image(run.seeds[0], point.rows, f"report/{path.stem}", path)
+    return files
 
 
 def seed_sharding(devices: int, num_seeds: int):
@@ -312,10 +348,11 @@ def _rebuild_tensorboard(out: str, writer) -> None:
 def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int = 1, progress: bool = True, compile_cache: bool = True,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
-          tensorboard: bool = True) -> list[dict]:
+          tensorboard: bool = True, report: bool = True) -> list[dict]:
     """Run (or resume) a training run; returns the records written by this call.
 
     callbacks: observers called at each log point, before its records are written.
+    report: write the world model's open-loop report at each log point (report.py).
     stop_after_rows ends the call early at that log point (as an interruption would),
     leaving a checkpoint to resume from; the run's config is unchanged.
     """
@@ -324,7 +361,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
     setup = train_lib.make_setup(config)
     enable_compile_cache(compile_cache)
-    run = Run(config, seeds, out, Trainer(setup, seeds, devices), tuple(callbacks),
+    run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
@@ -361,6 +398,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             for r in point.records:
                 writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
             written += point.records
+            if report and run.primary:
+                write_report(run, states, point, writer)
             states = states.replace(window=metric_window.reset(states.window))
             if _should_checkpoint(config, log_index, run.num_logs):
                 wall = time.time() - t0
@@ -412,7 +451,7 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
-    trainer = Trainer(train_lib.make_setup(config), seeds)
+    trainer = make_trainer(train_lib.make_setup(config), seeds)
     found = ckpt.latest(run_dir)
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
@@ -420,6 +459,33 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     rets, _ = trainer.evaluate(states.agent.params, 10**6, mode)
     return [{"seed": s, "returns": r.tolist(), "mean": float(r.mean())}
             for s, r in zip(seeds, np.asarray(rets), strict=True)]
+
+
+def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike | None = None,
+                   mode: bool = False) -> list:
+    """The latest checkpoint's open-loop report (run_dir/report) and a video of one
+    evaluation episode of the first seed; returns the files written."""
+    from dreamerjax import report as report_lib
+    from dreamerjax import video as video_lib
+
+    config, seeds = records.read_run_config(run_dir)
+    trainer = Trainer(train_lib.make_setup(config), seeds)
+    found = ckpt.latest(run_dir)
+    if found is None:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
+    written = []
+    if report:
+        host = trainer.report(states, found[0])
+        title = f"{config.run.env}, seed {seeds[0]}, {found[1]['rows']} rows: "
+        written += report_lib.write_openl(host, os.path.join(run_dir, "report"), title)
+    if video is not None:
+        params = jax.tree.map(lambda x: x[0], states.agent.params)
+        key = jax.random.fold_in(jax.random.PRNGKey(seeds[0]), 3 * EVAL_KEY_OFFSET)
+        episode = video_lib.rollout(trainer.setup, params, key, mode)
+        written.append(video_lib.write_video(
+            video, video_lib.frames(config.run.env, episode)))
+    return written
 
 
 def describe(config: Config) -> dict[str, Any]:

@@ -10,7 +10,6 @@ fresh evaluation episodes. Nothing here does I/O; dreamerjax/driver.py runs thes
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import flax.struct
@@ -19,11 +18,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from dreamerjax import agent as agent_lib
+from dreamerjax import configs, metric_window, schema
 from dreamerjax import envs as envs_lib
-from dreamerjax import metric_window, schema
 from dreamerjax import replay as replay_lib
 from dreamerjax import schedule as schedule_lib
-from dreamerjax.config import Config, RunConfig, agent_config, tiny_agent_config, with_cnn
+from dreamerjax.config import (
+    Config,
+    RunConfig,
+    agent_config,
+    replay_rows_per_env,
+    tiny_agent_config,
+    with_cnn,
+)
 from dreamerjax.numerics import TWOHOT_MEANS
 
 f32 = jnp.float32
@@ -80,17 +86,22 @@ def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
 
 
 def replay_capacity(run: RunConfig) -> int:
-    """Replay rows per env. replay_capacity 0 derives it from the run's length (every row
-    is kept, as the reference's 5e6-item replay keeps every row of such a run); growing
-    --steps on resume then grows the ring. An explicit value is fixed."""
-    return run.replay_capacity or math.ceil(run.steps / run.num_envs)
+    """Replay rows per env: replay.size over the envs, but no more than the run fills
+    (config.replay_rows_per_env; every row of a run shorter than the replay is kept, as in
+    the reference's 5e6-row replay); growing --steps on resume then grows the ring. An
+    explicit run.replay_capacity is fixed."""
+    return replay_rows_per_env(run)
 
 
 def make_setup(config: Config) -> Setup:
     """Validate the config against the env before anything compiles."""
+    configs.validate(config)  # every key's check, for the Python API as for the CLI
     run = config.run
+    if not envs_lib.parse_env_id(run.env)[0].compiled:  # host envs: dreamerjax/host_driver.py
+        from dreamerjax.host_driver import make_host_setup
+        return make_host_setup(config)
     spec = envs_lib.make_env(run.env, run.episode_limit)
-    spaces = envs_lib.spaces_of(spec) if hasattr(envs_lib, "spaces_of") else spaces_of(spec)
+    spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
     if getattr(spec, "is_image", False):
         from dreamerjax import nets
         nets.cnn_strides(config.agent.enc, spec.obs_shape[0])
@@ -215,10 +226,10 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
                      bad_update=bad, updates=s.updates + 1)
 
 
-def run_chunk(setup: Setup, states: SeedState, owed: jax.Array):
-    """Scan over the ticks of one log interval. states has a leading seed axis; owed [ticks]
-    is the number of updates due after each tick (shared by all seeds, so the update loop
-    below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
+def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
+    """Scan over the ticks of one log interval. states has a leading seed axis; updates_due
+    [ticks] is the number of updates due after each tick (shared by all seeds, so the update
+    loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
 
     def tick(states, n):
         states, ends = jax.vmap(lambda s: act_and_store(setup, s))(states)
@@ -226,7 +237,7 @@ def run_chunk(setup: Setup, states: SeedState, owed: jax.Array):
             0, n, lambda _, st: jax.vmap(lambda s: train_once(setup, s))(st), states)
         return states, ends
 
-    return jax.lax.scan(tick, states, owed)
+    return jax.lax.scan(tick, states, updates_due)
 
 
 def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False):

@@ -1,0 +1,138 @@
+"""Training on host envs through the compiled driver (dreamerjax/host_driver.py)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+gymnasium = pytest.importorskip("gymnasium")
+
+from dreamerjax import checkpoint as ckpt  # noqa: E402
+from dreamerjax import driver, records  # noqa: E402
+from dreamerjax.envs import host as host_lib  # noqa: E402
+from dreamerjax.envs.gym import register  # noqa: E402
+from dreamerjax.train import make_config, make_setup  # noqa: E402
+
+
+def _cfg(env="gym_CartPole-v1", steps=1200, **kw):
+    return make_config(env, tiny=True, steps=steps, eval_every=400, eval_episodes=2, **kw)
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("host_cartpole"))
+    recs = driver.train(_cfg(), (0, 1), out, progress=False, compile_cache=False,
+                        tensorboard=False)
+    return out, recs
+
+
+def test_host_cartpole_schedule_records_and_episodes(cartpole_run):
+    out, recs = cartpole_run
+    # The compiled path's schedule: updates 0 / 0 / 81 at 400 / 800 / 1,200 rows per seed.
+    assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
+        (0, 400, 0), (1, 400, 0), (0, 800, 0), (1, 800, 0), (0, 1200, 81), (1, 1200, 81)]
+    for r in recs:
+        assert len(r["eval_returns"]) == 2 and all(1 <= x <= 500 for x in r["eval_returns"])
+        assert r["eval_lengths"] == r["eval_returns"]  # CartPole: reward 1 per step
+    assert recs[-1]["train"]["opt_loss"] is not None
+    eps = records.read_episodes(out)
+    assert {e["seed"] for e in eps} == {0, 1}
+    assert {e["worker"] for e in eps} <= set(range(16))
+    # CartPole-v1 episodes end by termination (random policies fall long before 500).
+    assert all(e["terminal"] and e["score"] == e["length"] for e in eps)
+    per_worker = {}
+    for e in eps:  # rows of one worker: an episode of L steps spans L + 1 rows
+        prev = per_worker.get((e["seed"], e["worker"]), -1)
+        assert e["row_last"] - e["length"] > prev
+        per_worker[(e["seed"], e["worker"])] = e["row_last"]
+    assert ckpt.latest(out) is not None
+
+
+def test_seeds_have_their_own_envs(cartpole_run):
+    out, _ = cartpole_run
+    eps = records.read_episodes(out)
+    first = {s: [e["length"] for e in eps if e["seed"] == s][:8] for s in (0, 1)}
+    assert first[0] != first[1]
+
+
+class FailingCartPole(gymnasium.Wrapper):
+    """CartPole whose step raises once `armed` (a callback arms it at the first log point,
+    so the training envs fail in the second log interval)."""
+
+    armed = False
+
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+
+    def step(self, action):
+        if FailingCartPole.armed:
+            raise RuntimeError("the simulator crashed")
+        return self.env.step(action)
+
+
+class ArmFailure:
+    name = "arm_failure"
+
+    def on_log(self, point):
+        FailingCartPole.armed = True
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def test_env_that_raises_stops_the_run_and_keeps_the_checkpoint(tmp_path):
+    env_id = register("DreamerjaxFailingCartPole-v0", FailingCartPole)
+    out = str(tmp_path / "run")
+    FailingCartPole.armed = False
+    try:
+        with pytest.raises(host_lib.EnvWorkerError, match="the simulator crashed"):
+            driver.train(_cfg(env=env_id), (0,), out, progress=False, compile_cache=False,
+                         tensorboard=False, callbacks=[ArmFailure()])
+    finally:
+        FailingCartPole.armed = False
+    found = ckpt.latest(out)
+    assert found is not None and found[1]["rows"] == 400  # the first log point's
+    assert [r["rows"] for r in records.read_records(out)] == [400]
+
+
+def test_host_setup_is_checked_before_compiling():
+    setup = make_setup(_cfg())
+    assert setup.spaces.obs == (("vector", (4,), "float32"),)
+    with pytest.raises(ValueError, match="NoSuchEnv"):
+        make_setup(_cfg(env="gym_NoSuchEnv-v0"))
+    with pytest.raises(ValueError, match="devices"):
+        driver.train(_cfg(), (0, 1), "/nonexistent/x", devices=2, progress=False)
+    assert np.isfinite(setup.spec.episode_limit)
+    assert not os.path.exists("/nonexistent/x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id, settings, extra", [
+    ("atari100k_pong", {}, "ale_py"),
+    ("dmc_cartpole_swingup", {}, "dm_control"),
+    ("dmc_cartpole_swingup", {"image": False}, "dm_control"),
+    ("crafter_reward", {}, "crafter"),
+])
+def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra):
+    """A few hundred rows with two seeds on each suite (images through the CNN)."""
+    import dataclasses
+
+    pytest.importorskip(extra)
+    cfg = make_config(env_id, tiny=True, steps=320, eval_every=160, eval_episodes=1,
+                      num_envs=2, episode_limit=60)
+    if settings:
+        suite = env_id.split("_")[0]
+        section = dataclasses.replace(getattr(cfg.env, suite), **settings)
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, **{suite: section}))
+    out = str(tmp_path / "run")
+    recs = driver.train(cfg, (0, 1), out, progress=False, compile_cache=False,
+                        tensorboard=False)
+    assert [r["rows"] for r in recs] == [160, 160, 320, 320]
+    assert recs[-1]["updates"] > 0 and recs[-1]["updates"] == recs[-2]["updates"]
+    assert all(len(r["eval_returns"]) == 1 for r in recs)
+    assert records.read_episodes(out)  # time limit 60 ends episodes
