@@ -474,13 +474,11 @@ def markdown(results: list[dict]) -> str:
     for j, label in enumerate(labels):
         vals = [c.get(label, "") for c in cols]
         lines.append("| " + " | ".join([label, *vals, ref[j], tgt[j]]) + " |")
-    s = base["seconds_per_update_per_seed"]
-    if "1" in s:
-        lines += ["", f"Speed-up over the reference's 1.9 s per update (1 seed, [{len(results)}]):"
-                  f" {REFERENCE['seconds_per_update'] / s['1']['median']:.1f}x. The reference's "
-                  "figure was measured once, on the machine of issue 5; where a column's matmul "
-                  "peak differs from the others it ran on other hardware, and the efficiency "
-                  "row is the figure to compare across machines."]
+    lines += ["", "The reference column is issue 5's measurement, on another machine and day: no "
+              "column here is divided by it. Figures of different machines or days never share "
+              "a ratio; the reference, Ajax and dreamerjax measured side by side in one run are "
+              "in side_by_side_*.json (benchmarks/side_by_side/run.py, table.py). Across "
+              "machines compare the efficiency row."]
     return "\n".join(lines) + "\n"
 
 

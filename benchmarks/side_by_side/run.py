@@ -245,10 +245,10 @@ def git_state() -> dict:
     def git(*args):
         p = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True,
                            check=False)
-        return p.stdout.strip()
-    return {"commit": git("rev-parse", "HEAD"),
+        return p.stdout
+    return {"commit": git("rev-parse", "HEAD").strip(),
             "dirty_paths_dreamerjax": [ln[3:] for ln in git(
-                "status", "--porcelain", "--", "dreamerjax").splitlines()]}
+                "status", "--porcelain", "--", "dreamerjax").splitlines() if ln.strip()]}
 
 
 def load() -> list[float]:
