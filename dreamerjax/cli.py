@@ -293,6 +293,18 @@ class DemoArgs:
         return self
 
 
+@dataclass(frozen=True)
+class EnvsArgs:
+    """List the environment suites (env ids are SUITE_TASK): which are installed, and the
+    command that installs each of the others."""
+
+    json: bool = False
+    """Print one JSON object per suite instead of the table."""
+
+    def validate(self) -> EnvsArgs:
+        return self
+
+
 Command = (
     Annotated[TrainArgs, tyro.conf.subcommand("train")]
     | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
@@ -301,6 +313,7 @@ Command = (
     | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
     | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
     | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
+    | Annotated[EnvsArgs, tyro.conf.subcommand("envs")]
 )
 
 
@@ -490,6 +503,19 @@ def _demo(args: DemoArgs) -> int:
     return code
 
 
+def envs_command(args: EnvsArgs) -> int:
+    """`dreamerjax envs`: the suite registry, without importing any suite."""
+    from dreamerjax.envs import registry
+
+    if args.json:
+        import json
+        for entry in registry.listing():
+            print(json.dumps(entry))
+    else:
+        print(registry.describe())
+    return 0
+
+
 def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
     args = args.validate()
@@ -514,6 +540,8 @@ def run(args: Any) -> int:
         return _code(bench.main(args))
     if isinstance(args, DemoArgs):
         return _demo(args)
+    if isinstance(args, EnvsArgs):
+        return envs_command(args)
     raise TypeError(f"unknown command {type(args).__name__}")
 
 

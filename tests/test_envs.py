@@ -362,3 +362,16 @@ def test_collector_step_envs_equals_vmapped_collector_step():
             jnp.zeros((seeds, n), jnp.int32),
             jax.random.split(jax.random.PRNGKey(0), (seeds, n))))))
     assert "cond[" in jaxpr and "psum" in jaxpr
+
+
+def test_envs_command_lists_suites(capsys):
+    from dreamerjax import cli
+    assert cli.main(["envs"]) == 0
+    out = capsys.readouterr().out
+    for name in ("gymnax", "craftax", "playground", "brax"):
+        assert any(line.startswith(name + " ") for line in out.splitlines())
+    assert cli.main(["envs", "--json"]) == 0
+    import json
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["suite"] for r in rows} >= {"gymnax", "craftax", "playground", "brax"}
+    assert all(r["installed"] or r["install"].startswith("pip install") for r in rows)
