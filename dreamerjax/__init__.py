@@ -6,3 +6,12 @@ JAX starts its backend).
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # dreamerjax.load_policy, imported on first use so that `import dreamerjax` stays light.
+    if name == "load_policy":
+        from dreamerjax.policy import load_policy
+
+        return load_policy
+    raise AttributeError(f"module 'dreamerjax' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The `dreamerjax` command: train | eval | info | parity | compare | bench | demo.
+"""The `dreamerjax` command: train | eval | info | export | parity | compare | bench | demo.
 
 Each subcommand parses into a frozen dataclass (field docstrings are its --help), checks
 what it can without compiling anything, and only then imports its implementation, so a
@@ -17,10 +17,9 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from dreamerjax.config import SIZES, RunConfig
+from dreamerjax.config import DEFAULT_SIZE, SIZES, RunConfig
 
 DEFAULT_ENV = RunConfig.env
-DEFAULT_SIZE = "1m"
 
 
 class ArgumentError(ValueError):
@@ -42,6 +41,13 @@ def _path(metavar: str, hint: str) -> Any:
     return Annotated[Path | None, tyro.conf.arg(metavar=metavar, help_behavior_hint=hint)]
 
 
+# --configs / --set / --config of train and info (dreamerjax.configs, docs/config.md).
+_Configs = Annotated[tuple[str, ...], tyro.conf.arg(metavar="NAME [NAME ...]")]
+_Sets = Annotated[tuple[str, ...], tyro.conf.UseAppendAction,
+                  tyro.conf.arg(metavar="KEY=VALUE")]
+_CONFIG_FLAGS = ("configs", "set", "config")
+
+
 @dataclass(frozen=True)
 class TrainArgs:
     """Train DreamerV3 on one environment, all seeds batched into one compiled program."""
@@ -49,7 +55,18 @@ class TrainArgs:
     env: _optional(str, "STR", DEFAULT_ENV) = None
     """Environment id (gymnax), e.g. CartPole-v1."""
     size: _optional(str, "STR", DEFAULT_SIZE) = None
-    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
+    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m (the named config size<S>,
+    applied after --configs)."""
+    configs: _Configs = ()
+    """Named configs of the reference applied left to right: size12m ... size400m, atari,
+    atari100k, crafter, dmc_proprio, dmc_vision, debug (and ours: size1m, tiny)."""
+    set: _Sets = ()
+    """Set a config key by the reference's dotted name, after --configs (repeatable; YAML
+    values; regex keys such as '.*\\.units=256'), e.g. --set run.train_ratio=256.
+    --run.train_ratio 256 is the same. Keys: docs/config.md."""
+    config: _path("FILE", "(optional)") = None
+    """A YAML or JSON file of dotted keys, or a run's config.json, applied first (before
+    --configs)."""
     seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
         metavar="INT [INT ...]",
         help_behavior_hint="(default: 0; with --resume: the checkpoint's)")] = None
@@ -158,17 +175,21 @@ class TrainArgs:
         if self.seeds is not None and len(self.seeds) % self.devices:
             raise ArgumentError(
                 f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
+        given = [f"--{n}" for n in _CONFIG_FLAGS if getattr(self, n)]
+        if self.resume is not None and given:
+            raise ArgumentError(f"{given[0]} cannot change a run on --resume (the run's config "
+                                f"applies); start a new run from it with --config "
+                                f"{Path(self.resume) / 'config.json'} --out NEW_DIR")
         if self.resume is None:
-            # A fresh run: the schedule is complete with the defaults filled in. On resume
-            # the loop calls check_schedule once it has merged the checkpoint's config.
-            defaults = RunConfig()
-            check_schedule(
-                self.steps if self.steps is not None else defaults.steps,
-                self.eval_every if self.eval_every is not None else defaults.eval_every,
-                self.num_envs if self.num_envs is not None else defaults.num_envs)
-            return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
-                                       size=self.size or DEFAULT_SIZE,
-                                       seeds=self.seeds or (0,))
+            # A fresh run: every check of the resolved config, the schedule's included.
+            # On resume the checkpoint's config is checked once it has been merged.
+            run = resolve_args(self)[0].run
+            check_schedule(run.steps, run.eval_every, run.num_envs)
+            if not given:  # without configs, these are the values the defaults give
+                return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
+                                           size=self.size or DEFAULT_SIZE,
+                                           seeds=self.seeds or (0,))
+            return dataclasses.replace(self, seeds=self.seeds or (0,))
         return self
 
 
@@ -180,6 +201,8 @@ class EvalArgs:
     """Run directory (written by `dreamerjax train`)."""
     episodes: int = 10
     """Evaluation episodes per seed."""
+    mode: Literal["sample", "mode"] = "sample"
+    """Act with samples of the policy (as training's evaluation) or with its mode."""
 
     def validate(self) -> EvalArgs:
         _check_existing_run_dir(self.run_dir)
@@ -192,10 +215,16 @@ class EvalArgs:
 class InfoArgs:
     """Print the resolved config and the parameter counts of each network."""
 
-    env: str = DEFAULT_ENV
+    env: _optional(str, "STR", DEFAULT_ENV) = None
     """Environment id (gymnax)."""
-    size: str = DEFAULT_SIZE
+    size: _optional(str, "STR", DEFAULT_SIZE) = None
     """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
+    configs: _Configs = ()
+    """Named configs applied left to right (as for train)."""
+    set: _Sets = ()
+    """Set a config key by its dotted name (as for train; repeatable)."""
+    config: _path("FILE", "(optional)") = None
+    """A YAML or JSON file of dotted keys, or a run's config.json (as for train)."""
     tiny: bool = False
     """Use the reference fixtures' tiny network."""
     cnn_mults: tuple[int, ...] | None = None
@@ -204,9 +233,29 @@ class InfoArgs:
     """Image observations: resolution after the last conv stage (as for train)."""
 
     def validate(self) -> InfoArgs:
-        if self.size not in SIZES:
+        if self.size is not None and self.size not in SIZES:
             raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
         _check_cnn(self.cnn_mults, self.cnn_minres, resume=False)
+        resolve_args(self)
+        return self
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """Write one seed's trained policy (parameters and config; no replay, no optimiser state)
+    to a .npz file that `dreamerjax.load_policy` reads."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (written by `dreamerjax train`)."""
+    out: Annotated[Path, tyro.conf.arg(metavar="FILE.npz")]
+    """The policy file to write."""
+    seed: int = 0
+    """Which of the run's seeds."""
+
+    def validate(self) -> ExportArgs:
+        _check_existing_run_dir(self.run_dir)
+        if Path(self.out).suffix != ".npz":
+            raise ArgumentError(f"--out {self.out}: a policy file ends in .npz")
         return self
 
 
@@ -309,6 +358,7 @@ Command = (
     Annotated[TrainArgs, tyro.conf.subcommand("train")]
     | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
     | Annotated[InfoArgs, tyro.conf.subcommand("info")]
+    | Annotated[ExportArgs, tyro.conf.subcommand("export")]
     | Annotated[ParityArgs, tyro.conf.subcommand("parity")]
     | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
     | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
@@ -396,16 +446,22 @@ def _code(result: Any) -> int:
 RESUME_MAY_CHANGE = ("steps", "checkpoint_every")
 
 
+def resolve_args(args: TrainArgs | InfoArgs):
+    """(Config, provenance) of a new run: defaults < --config < --configs < --set < flags
+    (configs.resolve); ArgumentError naming the key or flag."""
+    from dreamerjax import configs
+
+    flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
+    try:
+        return configs.resolve(args.configs, args.set, args.config, size=args.size,
+                               tiny=args.tiny, **flags)
+    except configs.ConfigError as e:
+        raise ArgumentError(str(e)) from e
+
+
 def config_from_args(args: TrainArgs | InfoArgs):
     """The Config of a new run from its flags."""
-    from dreamerjax.train import make_config
-
-    kw = {name: getattr(args, name) for name in (
-        "steps", "eval_every", "eval_episodes", "num_envs", "train_ratio", "checkpoint_every")
-        if getattr(args, name, None) is not None}
-    return make_config(env=args.env, size=args.size, tiny=args.tiny,
-                       cnn_mults=args.cnn_mults, cnn_minres=args.cnn_minres,
-                       twohot_mean=getattr(args, "twohot_mean", None), **kw)
+    return resolve_args(args)[0]
 
 
 def _given_flags(args: TrainArgs) -> dict[str, Any]:
@@ -474,11 +530,11 @@ def train_command(args: TrainArgs) -> int:
 
 
 def info_command(args: InfoArgs) -> int:
-    from dreamerjax import driver
+    from dreamerjax import configs, driver
 
-    config = config_from_args(args)
+    config, provenance = resolve_args(args)
     counts = driver.describe(config)
-    print(config.to_json())
+    print(configs.describe(config, provenance))
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
@@ -490,8 +546,17 @@ def eval_command(args: EvalArgs) -> int:
 
     from dreamerjax import driver
 
-    for row in driver.evaluate_run(str(args.run_dir), args.episodes):
+    for row in driver.evaluate_run(str(args.run_dir), args.episodes,
+                                   mode=args.mode == "mode"):
         print(json.dumps(row))
+    return 0
+
+
+def export_command(args: ExportArgs) -> int:
+    from dreamerjax import policy
+
+    path = policy.export(args.run_dir, args.seed, args.out)
+    print(f"policy of seed {args.seed}: {path} ({path.stat().st_size:,} bytes)")
     return 0
 
 
@@ -528,6 +593,8 @@ def run(args: Any) -> int:
         return eval_command(args)
     if isinstance(args, InfoArgs):
         return info_command(args)
+    if isinstance(args, ExportArgs):
+        return export_command(args)
     if isinstance(args, ParityArgs):
         from dreamerjax.parity import main_parity
         return _code(main_parity(str(args.directory), args.strict))
@@ -557,6 +624,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dreamerjax import xla_tuning
 
     xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv else ""
+    owners = {"train": TrainArgs, "info": InfoArgs}
+    if command in owners:  # the reference's flag form: --run.train_ratio 32 -> --set ...
+        from dreamerjax.configs import ConfigError, rewrite_key_flags
+
+        own = [f.name for f in dataclasses.fields(owners[command])] + ["help"]
+        try:
+            argv = [command, *rewrite_key_flags(argv[1:], own)]
+        except ConfigError as e:
+            print(f"dreamerjax {command}: error: {e}", file=sys.stderr)
+            return 2
     args = parse(argv)
     name = type(args).__name__.removesuffix("Args").lower()
     try:

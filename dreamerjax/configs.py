@@ -675,19 +675,18 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         label = f"--config {config_file}"
         _apply(flat, origin, load_file(config_file), label, full=False)
         layers.append(label)
-    names = list(configs)
+    named = [(name, f"--configs {name}") for name in configs]
     size, tiny = cli_fields.pop("size", None), cli_fields.pop("tiny", False)
     if size is not None:
-        names.append(f"size{size}")
+        named.append((f"size{size}", f"--size {size}"))
     if tiny:
-        names.append("tiny")
-    for name in names:
+        named.append(("tiny", "--tiny"))
+    for name, label in named:
         if name not in NAMED:
             close = difflib.get_close_matches(name, list(NAMED), n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise ConfigError(f"--configs {name}: unknown config name (known: "
+            raise ConfigError(f"{label}: unknown config name (known: "
                               f"{', '.join(NAMED)}){hint}")
-        label = f"--configs {name}"
         _apply(flat, origin, NAMED[name], label, full=False)
         layers.append(label)
     for item in sets:

@@ -186,8 +186,8 @@ def test_image_geometry_flags_reach_the_config(capsys):
     assert "--cnn-mults 1 2 --cnn-minres 5" in err
     assert cli.main(["info", "--env", "Breakout-MinAtar", "--cnn-mults", "1", "2",
                      "--cnn-minres", "5"]) == 0
-    out = capsys.readouterr().out
-    config = json.loads(out[:out.index("Optimised variables")])
+    out = capsys.readouterr().out  # info prints every dotted key: value  [origin]
+    lines = {x.split()[0]: x.split()[1:] for x in out.splitlines() if x.startswith("  ")}
     for net in ("enc", "dec"):
-        assert config["agent"][net]["mults"] == [1, 2]
-        assert config["agent"][net]["minres"] == 5
+        assert lines[f"{net}.simple.mults"][:2] == ["[1,", "2]"]
+        assert lines[f"{net}.simple.minres"][:2] == ["5", "[--cnn-minres]"]

@@ -363,3 +363,72 @@ def test_docs_hold_the_key_tables():
 
     page = (Path(__file__).parent.parent / "docs" / "config.md").read_text()
     assert page.endswith(C.markdown_tables())
+
+
+def _reference_count(config: Config, obs: int, act: int, discrete: bool) -> dict:
+    """Optimised variables of the reference's networks for a vector observation, counted by
+    hand from dreamerv3/nets.py @29eb964: Linear = kernel + bias (+ rms scale when normed,
+    :599-640), BlockLinear kernel [g, in/g, out/g] + bias (:643-700), the two-hot outputs
+    padded to an even count (:433-441), a normal actor with its std layer (:446-448)."""
+    a, r = config.agent, config.agent.rssm
+    D, H, SC, g = r.deter, r.hidden, r.stoch * r.classes, r.blocks
+    F = D + SC
+
+    def lin(i, o, norm=True):
+        return i * o + o + (o if norm else 0)
+
+    def mlp(i, units, layers):
+        return sum(lin(i if k == 0 else units, units) for k in range(layers))
+
+    def twohot(bins):
+        return bins + bins % 2
+
+    enc = mlp(obs, a.enc.units, a.enc.layers)
+    dyn = (lin(D, H) + lin(SC, H) + lin(act, H)
+           + g * (D // g + 3 * H) * (D // g) + 2 * D  # dyn0, dynlayers 1
+           + g * (D // g) * (3 * D // g) + 3 * D  # dyncore
+           + lin(D + a.enc.units, H) + lin(H, SC, norm=False)  # obs0, obslogit
+           + lin(D, H) + lin(H, H) + lin(H, SC, norm=False))  # img0, img1, imglogit
+    dec = mlp(F, a.dec.units, a.dec.layers) + lin(a.dec.units, obs, norm=False)
+    rew = mlp(F, a.rewhead.units, 1) + lin(a.rewhead.units, twohot(a.rewhead.bins), False)
+    con = mlp(F, a.conhead.units, 1) + lin(a.conhead.units, 1, norm=False)
+    actor = mlp(F, a.actor.units, 3) + lin(a.actor.units, act, norm=False) * (
+        1 if discrete else 2)
+    critic = mlp(F, a.critic.units, 3) + lin(a.critic.units, twohot(a.critic.bins), False)
+    counts = dict(enc=enc, dyn=dyn, dec=dec, rew=rew, con=con, actor=actor, critic=critic)
+    return counts | {"total": sum(counts.values())}
+
+
+@pytest.mark.parametrize("configs,flags,space,total", [
+    (["size12m"], dict(env="CartPole-v1"), (4, 2, True), 9_724_679),
+    ([], dict(env="Pendulum-v1", size="1m"), (3, 1, False), 637_318),
+    ([], dict(env="CartPole-v1"), (4, 2, True), 637_511),  # the reference printed this
+])
+def test_parameter_counts_match_the_references_formula(configs, flags, space, total):
+    import jax
+
+    from dreamerjax import agent as agent_lib
+    from dreamerjax import train as train_lib
+
+    config, _ = C.resolve(configs, **flags)
+    spaces = train_lib.make_setup(config).spaces
+    params = jax.eval_shape(lambda k: agent_lib.init_params(k, config.agent, spaces),
+                            jax.random.PRNGKey(0))
+    ours = agent_lib.param_counts(params)
+    assert ours == _reference_count(config, *space)
+    assert ours["total"] == total
+
+
+def test_reference_style_key_flags_become_sets():
+    own = ["env", "steps", "configs", "set", "out"]
+    argv = ["train", "--configs", "crafter", "size50m", "--run.train_ratio", "32",
+            "--batch_size=8", r"--.*\.units", "64", "--env.atari.size", "96", "96",
+            "--steps", "100", "--out", "x"]
+    assert C.rewrite_key_flags(argv, own) == [
+        "train", "--configs", "crafter", "size50m", "--set", "run.train_ratio=32",
+        "--set", "batch_size=8", "--set", r".*\.units=64", "--set", "env.atari.size=96,96",
+        "--steps", "100", "--out", "x"]
+    config, _ = C.resolve(["crafter", "size50m"], ["run.train_ratio=32", "env.atari.size=96,96"])
+    assert config.run.train_ratio == 32.0 and config.env.atari.size == (96, 96)
+    with pytest.raises(C.ConfigError, match="needs a value"):
+        C.rewrite_key_flags(["--run.steps", "--out", "x"], own)

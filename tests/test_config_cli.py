@@ -1,0 +1,117 @@
+"""--configs / --set / --config / the reference's --KEY VALUE flags on `dreamerjax train` and
+`dreamerjax info` (nothing is trained here)."""
+
+import json
+
+import pytest
+
+from dreamerjax import cli
+from dreamerjax import configs as C
+
+
+def _info(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(["info", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _values(out: str) -> dict[str, tuple[str, str]]:
+    """describe()'s key lines -> {key: (value, origin)}."""
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("  ") and "[" in line:
+            key, rest = line.split(None, 1)
+            value, origin = rest.rsplit("  [", 1)
+            rows[key] = (value.strip(), origin.split("]")[0])
+    return rows
+
+
+def test_info_prints_precedence_values_origins_and_counts(capsys):
+    code, out, _ = _info(capsys, "--configs", "size12m", "--env", "CartPole-v1")
+    assert code == 0
+    assert out.startswith("Precedence: defaults < --config FILE < --configs")
+    assert "Layers applied: defaults < --configs size12m < --env" in out
+    rows = _values(out)
+    assert rows["dyn.rssm.deter"] == ("2048", "--configs size12m")
+    assert rows["opt.lr"] == ("4e-05", "defaults")
+    assert rows["task"] == ('"CartPole-v1"', "--env")
+    assert "Optimised variables: 9,724,679" in out
+    code, out, _ = _info(capsys, "--env", "Pendulum-v1", "--size", "1m")
+    assert code == 0 and "Optimised variables: 637,318" in out
+    assert "Layers applied: defaults < --size 1m < --env" in out
+
+
+def test_reference_flag_form_and_set(capsys):
+    code, out, _ = _info(capsys, "--configs", "dmc_proprio", "--run.train_ratio", "64",
+                         "--set", r".*\.units=32", "--env", "Pendulum-v1")
+    assert code == 0
+    rows = _values(out)
+    assert rows["run.train_ratio"] == ("64.0", "--set run.train_ratio=64")
+    assert rows["actor.units"] == ("32", r"--set .*\.units=32")
+    assert rows["dyn.rssm.deter"] == ("2048", "--configs dmc_proprio")
+    assert rows["env.dmc.image"] == ("false", "--configs dmc_proprio")
+
+
+def test_config_file_on_the_command_line(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("dyn:\n  rssm: {deter: 1024, hidden: 128}\nrun.steps: 4e4\n")
+    code, out, _ = _info(capsys, "--config", str(path), "--set", "dyn.rssm.hidden=96")
+    assert code == 0
+    rows = _values(out)
+    assert rows["dyn.rssm.deter"] == ("1024", f"--config {path}")
+    assert rows["dyn.rssm.hidden"] == ("96", "--set dyn.rssm.hidden=96")
+    assert rows["run.steps"] == ("40000", f"--config {path}")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--configs", "size13m"], "--configs size13m: unknown config name"),
+    (["--set", "batch_size=abc"], "batch_size: expects int, got 'abc'"),
+    (["--batch_size", "abc"], "batch_size: expects int, got 'abc'"),
+    (["--set", "dyn.rssm.deter=1020"], "dyn.rssm.deter: 1020 is not divisible"),
+    (["--set", "batch_length=5000"], "batch_length: 5000 rows are longer than the replay"),
+    (["--set", "logdir=/tmp"], "does not apply here: the run directory is --out"),
+    (["--run.log_every", "30"], "does not apply here: seconds of wall clock"),
+    (["--set", "dyn.rssm.detr=3"], "closest: dyn.rssm.deter"),
+    (["--run.steps"], "--run.steps: needs a value"),
+])
+def test_bad_config_input_is_one_line_naming_the_key(capsys, argv, message):
+    code, _, err = _info(capsys, *argv)
+    assert code == 2
+    assert message in err and err.count("\n") == 1
+
+
+def test_train_validates_the_resolved_config_before_compiling(tmp_path, capsys):
+    out = tmp_path / "run"
+    # A preset's steps and the schedule: 3e5 rows, log points every 2000 rows: fine.
+    args = cli.parse(["train", "--configs", "dmc_proprio", "--env", "CartPole-v1",
+                      "--out", str(out)]).validate()
+    config = cli.config_from_args(args)
+    assert config.run.steps == 300_000 and config.size == "12m"
+    assert config.run.env == "CartPole-v1"
+    # A preset's task is not replaced by the default env.
+    args = cli.parse(["train", "--configs", "crafter", "--out", str(out)]).validate()
+    assert cli.config_from_args(args).run.env == "crafter_reward"
+    # The schedule is checked on the resolved steps.
+    assert cli.main(["train", "--set", "run.steps=3000", "--out", str(out)]) == 2
+    assert "divide" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything was written
+
+
+def test_resume_refuses_config_changes(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"seeds": [0]}))
+    for flag in (["--configs", "size12m"], ["--set", "opt.lr=1e-3"],
+                 ["--config", str(run / "config.json")]):
+        assert cli.main(["train", "--resume", str(run), *flag]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag[0]} cannot change a run on --resume" in err
+        assert "--config" in err and "config.json" in err
+
+
+def test_cli_and_resolve_agree():
+    args = cli.parse(["train", "--configs", "debug", "--set", "opt.lr=1e-3", "--steps",
+                      "4000", "--eval-every", "400", "--out", "/nonexistent/x"])
+    config = cli.config_from_args(args)
+    want, _ = C.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
+    assert config == want

@@ -1,0 +1,188 @@
+"""load_policy / export: a tiny trained run's policy acts as the evaluation path does, and a
+policy file is data (no pickle) that is refused with the reason when it does not fit."""
+
+import json
+import zipfile
+
+import jax
+import numpy as np
+import pytest
+
+from dreamerjax import configs
+from dreamerjax import envs as envs_lib
+from dreamerjax import train as train_lib
+from dreamerjax.policy import FORMAT, PolicyError, export, load_policy
+
+SEEDS = (0, 3)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from dreamerjax import driver
+
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    # Short sequences so that the replay gate opens early and the run makes updates.
+    config, _ = configs.resolve(
+        sets=["batch_size=4", "batch_length=9", "run.train_ratio=32"], tiny=True,
+        env="CartPole-v1", steps=512, eval_every=256, eval_episodes=2, num_envs=8)
+    records = driver.train(config, SEEDS, str(out), progress=False)
+    assert records[-1]["updates"] > 0
+    return out
+
+
+def _play(policy, spec, spaces, key, episodes: int, mode: str):
+    """train.evaluate's episodes, stepped in Python with policy.act and the same keys."""
+    k_init, k_run = jax.random.split(key)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(spec, k))(
+        jax.random.split(k_init, episodes))
+    row = train_lib.with_obs_dict(spaces, row)
+    step = jax.jit(jax.vmap(lambda st, a, k: envs_lib.collector_step(spec, st, a, k)))
+    state = policy.init(episodes)
+    ret, done = np.zeros(episodes), np.zeros(episodes, bool)
+    for k in jax.random.split(k_run, spec.episode_limit):
+        k_pol, k_env = jax.random.split(k)
+        obs = dict(row["obs"], is_first=row["is_first"])
+        action, state = policy.act(obs, state, key=k_pol, mode=mode)
+        env, row, _ = step(env, action, jax.random.split(k_env, episodes))
+        row = train_lib.with_obs_dict(spaces, row)
+        ret += np.where(done, 0.0, np.asarray(row["reward"]))
+        done |= np.asarray(row["is_last"])
+    return ret
+
+
+@pytest.mark.parametrize("mode", ["sample", "mode"])
+def test_policy_matches_the_evaluation_path(run_dir, mode):
+    from dreamerjax import checkpoint as ckpt
+
+    seed = SEEDS[1]
+    policy = load_policy(run_dir, seed=seed)
+    setup = train_lib.make_setup(policy.config)
+    states = ckpt.restore(run_dir, ckpt.indices(run_dir)[-1], _abstract_state(setup))
+    params = jax.tree.map(lambda x: x[SEEDS.index(seed)], states.agent.params)
+    # The loaded params are the checkpoint's, seed by seed.
+    for a, b in zip(jax.tree.leaves(policy.params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 1_000_000)
+    episodes = 3
+    want, _ = jax.jit(lambda p, k: train_lib.evaluate(setup, p, k, episodes,
+                                                      mode == "mode"))(params, key)
+    got = _play(policy, setup.spec, setup.spaces, key, episodes, mode)
+    np.testing.assert_array_equal(got, np.asarray(want))
+    # The exported file acts the same.
+    exported = load_policy(export(run_dir, seed, run_dir.parent / "p.npz"))
+    np.testing.assert_array_equal(
+        _play(exported, setup.spec, setup.spaces, key, episodes, mode), got)
+
+
+def _abstract_state(setup):
+    from dreamerjax import driver
+
+    trainer = driver.Trainer(setup, SEEDS)
+    return trainer.abstract_state()
+
+
+def test_export_holds_params_and_config_only(run_dir, tmp_path):
+    path = export(run_dir, 0, tmp_path / "policy.npz")
+    with np.load(path, allow_pickle=False) as data:
+        names = data.files
+        meta = json.loads(str(data["__meta__"]))
+    assert all(n.startswith("params/") for n in names if n != "__meta__")
+    assert not any("opt" in n or "replay" in n or "slow" in n for n in names)
+    assert meta["format"] == FORMAT and meta["seed"] == 0
+    assert configs.from_mapping(meta["config"]) == load_policy(run_dir).config
+    ckpt_bytes = sum(f.stat().st_size for f in (run_dir / "checkpoints").rglob("*")
+                     if f.is_file())
+    assert path.stat().st_size < ckpt_bytes / 2  # one seed, no replay, no optimiser
+
+
+def test_act_state_and_inputs(run_dir):
+    policy = load_policy(run_dir, seed=0)
+    state = policy.init(5)
+    obs = np.zeros((5, 4), np.float32)
+    a1, s1 = policy.act(obs, state)  # a bare array for the one observation key
+    a2, _ = policy.act({"vector": obs}, state)
+    np.testing.assert_array_equal(a1, a2)  # same state key -> same draw
+    assert a1.shape == (5,) and a1.dtype == np.int32
+    assert not np.array_equal(np.asarray(s1["key"]), np.asarray(state["key"]))
+    with pytest.raises(ValueError, match="shape"):
+        policy.act(np.zeros((4, 4), np.float32), state)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        policy.act(obs, state, mode="greedy")
+    with pytest.raises(ValueError, match="lacks key 'vector'"):
+        policy.act({"image": obs}, state)
+
+
+def _rewrite(src, dst, meta_fn=None, arrays_fn=None):
+    with np.load(src, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays.pop("__meta__")))
+    if meta_fn:
+        meta_fn(meta)
+    if arrays_fn:
+        arrays_fn(arrays)
+    np.savez(dst, __meta__=np.array(json.dumps(meta)), **arrays)
+    return dst
+
+
+def test_bad_policy_files_are_refused_with_the_reason(run_dir, tmp_path):
+    good = export(run_dir, 0, tmp_path / "good.npz")
+
+    def refused(path, match):
+        with pytest.raises(PolicyError, match=match):
+            load_policy(path)
+
+    (tmp_path / "junk.npz").write_bytes(b"not a zip file")
+    refused(tmp_path / "junk.npz", "not a policy file")
+    torn = tmp_path / "torn.npz"
+    torn.write_bytes(good.read_bytes()[:1000])
+    refused(torn, "not a policy file")
+    refused(_rewrite(good, tmp_path / "fmt.npz", lambda m: m.update(format="other/9")),
+            "format 'other/9'")
+    refused(_rewrite(good, tmp_path / "deter.npz",
+                     lambda m: m["config"].update({"dyn.rssm.deter": 128})),
+            r"params/\S+ is float32\[.*\], its config needs float32")
+    refused(_rewrite(good, tmp_path / "key.npz",
+                     lambda m: m["config"].update({"dyn.rssm.detr": 64})),
+            "unknown key 'dyn.rssm.detr'")
+    refused(_rewrite(good, tmp_path / "drop.npz",
+                     arrays_fn=lambda a: a.pop(next(k for k in a if "actor" in k))),
+            "missing")
+    refused(_rewrite(good, tmp_path / "nan.npz",
+                     arrays_fn=lambda a: a.update({k: a[k] * np.nan for k in list(a)[:1]})),
+            "non-finite")
+    # An object array would need pickle: refused, never unpickled.
+    pickled = tmp_path / "pickled.npz"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(pickled, "w") as zout:
+        for item in zin.namelist():
+            zout.writestr(item, zin.read(item))
+        import io
+        buf = io.BytesIO()
+        np.save(buf, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+        zout.writestr("params/evil.npy", buf.getvalue())
+    refused(pickled, "refused")
+
+
+def test_bad_run_sources(run_dir, tmp_path):
+    with pytest.raises(PolicyError, match="seed 7 was not trained"):
+        load_policy(run_dir, seed=7)
+    with pytest.raises(PolicyError, match="no such run directory or policy file"):
+        load_policy(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PolicyError, match="no config.json"):
+        load_policy(tmp_path / "empty")
+    with pytest.raises(PolicyError, match="ends in .npz"):
+        export(run_dir, 0, tmp_path / "policy.bin")
+
+
+def test_export_command_and_package_entry_point(run_dir, tmp_path, capsys):
+    import dreamerjax
+    from dreamerjax import cli
+
+    out = tmp_path / "cli.npz"
+    assert cli.main(["export", str(run_dir), "--seed", "3", "--out", str(out)]) == 0
+    assert "policy of seed 3" in capsys.readouterr().out
+    policy = dreamerjax.load_policy(out)
+    assert policy.seed == 3 and policy.config == load_policy(run_dir, seed=3).config
+    assert cli.main(["export", str(run_dir), "--seed", "9", "--out", str(out)]) == 2
+    assert "seed 9 was not trained" in capsys.readouterr().err
+    assert cli.main(["export", str(run_dir), "--out", str(tmp_path / "p.bin")]) == 2
