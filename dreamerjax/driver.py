@@ -430,8 +430,12 @@ def start_updates(found) -> int:
 
 
 def check_resumable(meta: Mapping, config: Config, seeds: tuple[int, ...]) -> None:
-    """Refuse to resume a checkpoint with another config or other seeds."""
-    ckpt.check_compatible(meta["config"], config.to_dict())
+    """Refuse to resume a checkpoint with another config or other seeds. The checkpoint's
+    config is read as a Config first, so one written before a field was renamed or added
+    (loss_scales.dec -> dec_cnn / dec_mlp) compares in today's fields."""
+    from dreamerjax.config import from_dict
+
+    ckpt.check_compatible(from_dict(meta["config"]).to_dict(), config.to_dict())
     if tuple(meta["seeds"]) != tuple(seeds):
         raise ValueError(f"seeds: the checkpoint has {meta['seeds']}, this run {list(seeds)}")
 

@@ -432,3 +432,17 @@ def test_reference_style_key_flags_become_sets():
     assert config.run.train_ratio == 32.0 and config.env.atari.size == (96, 96)
     with pytest.raises(C.ConfigError, match="needs a value"):
         C.rewrite_key_flags(["--run.steps", "--out", "x"], own)
+
+
+def test_a_checkpoint_from_before_the_dec_scales_resumes():
+    from dreamerjax import driver
+
+    config = Config()
+    old = config.to_dict()
+    scales = old["agent"]["loss_scales"]
+    scales["dec"] = scales.pop("dec_cnn")
+    del scales["dec_mlp"], old["env"], old["run"]["replay_size"]
+    driver.check_resumable({"config": old, "seeds": [0]}, config, (0,))
+    scales["dec"] = 2.0
+    with pytest.raises(ValueError, match="loss_scales.dec_cnn"):
+        driver.check_resumable({"config": old, "seeds": [0]}, config, (0,))
