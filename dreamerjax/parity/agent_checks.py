@@ -386,11 +386,13 @@ def f64_mean_row(fx, name, logits, bins, cfg) -> Row:
 # at the float32 level.
 DRAWS = 3
 SPREAD_FACTOR = 2.0
-# The first RMS step is sign(g) * lr for every element, and the momentum 0.1 * sign(g): an
-# element whose gradient is below the two-hot noise flips between draws by 2 lr (0.2),
-# discontinuously, so a few draws cannot find every such element. For the parameters and
-# the momentum the spread is therefore pooled over the tensor: an element may move as far
-# as any element of its tensor moved in the draws. Tensors no draw moved stay at float32.
+# SIGN_LIKE: the first RMS step is sign(g) * lr for every element, and the momentum
+# 0.1 * sign(g). An element whose gradient is within the two-hot noise (`sign_undetermined`,
+# from the draws' spread of the gradient itself, which is continuous) can flip by 2 lr
+# (0.2), discontinuously, so a few draws of the parameters cannot find every such element.
+# Those elements are compared apart, counted, and may move as far as any element of their
+# tensor moved in the draws; every other element keeps its own elementwise tolerance.
+UNDETERMINED = "sign of the gradient within the two-hot noise: the tensor's largest spread"
 
 
 class _Perturbation:
@@ -703,8 +705,12 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
     batches = [batch_from(flat, f"b{i}_data_", spaces) for i in (1, 2)][:steps]
 
     def train(state, batch):
-        state, outs, mets = agent_lib.update(state, cfg, spaces, batch, jax.random.PRNGKey(0))
-        return state, _update_arrays(state, outs, mets)
+        key = jax.random.PRNGKey(0)
+        carry, data = agent_lib.split_context(cfg, spaces, batch)
+        grads = jax.grad(lambda prm: agent_lib.loss_fn(
+            prm, state.slow, state.retnorm, cfg, spaces, data, carry, key)[0])(state.params)
+        state, outs, mets = agent_lib.update(state, cfg, spaces, batch, key)
+        return state, dict(_update_arrays(state, outs, mets), grads=flatten(grads))
 
     step = perturbed(train)  # compiled once for both runs, both steps and every draw
     rows = []
@@ -720,10 +726,20 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
                     state, out = step(state, batch, jnp.int32(seed))
                     arrays.append(out)
                 draws.append(arrays)
+        undetermined: dict = {}
         for i, base in enumerate(draws[0]):
             spread = spread_of(base, [dr[i] for dr in draws[1:]])
-            rows += _state_rows(fx, f"{run}u{i + 1}/", base, spread, flat)
+            undetermined = {k: undetermined.get(k, False) | sign_undetermined(g, spread["grads"][k])
+                            for k, g in base["grads"].items()}
+            rows += _state_rows(fx, f"{run}u{i + 1}/", base, spread, flat, undetermined)
     return rows
+
+
+def sign_undetermined(grad, spread) -> np.ndarray:
+    """Gradient elements whose sign the two-hot draws could flip: |g| <= SPREAD_FACTOR x
+    the draws' spread of g. Their first RMS step sign(g) * lr (and momentum 0.1 sign(g))
+    is not determined by float32; once undetermined, an element stays so in later steps."""
+    return np.abs(np.asarray(grad, np.float64)) < SPREAD_FACTOR * np.asarray(spread)
 
 
 def _update_arrays(state, outs, mets) -> dict:
@@ -736,7 +752,7 @@ def _update_arrays(state, outs, mets) -> dict:
                 metrics=mets)
 
 
-def _state_rows(fx, pre, ours: dict, spread: dict, flat) -> list[Row]:
+def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> list[Row]:
     rows = []
     prior = [pre] if pre.endswith("u1/") else [pre.replace("u2/", "u1/"), pre]
 
@@ -744,7 +760,7 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat) -> list[Row]:
         key = f"{pre}state/optstate/{tag}/agent/{name}"
         return key if key in flat else f"{pre}state/optstate/{tag}/{name}"
 
-    def split_rows(label, name, value, sp, ref, tol, pool=False):
+    def split_rows(label, name, value, sp, ref, tol, sign_like=False):
         """Elements whose squared gradient underflows float32 in the reference (nu == 0
         with a nonzero momentum) take the update g / eps = g * 1e20, which amplifies the
         gradient's last-ulp rounding; they are compared apart (UNDERFLOW) and counted."""
@@ -754,29 +770,33 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat) -> list[Row]:
             under |= (np.asarray(flat[nu_key]) == 0) & (
                 np.asarray(flat[ref_key("mom_mu", name).replace(pre, p, 1)]) != 0)
         value, ref, sp = np.asarray(value), np.asarray(ref), np.asarray(sp)
-        if pool:  # see SIGN_LIKE
-            sp = np.full(sp.shape, sp.max())
-        tol = widen(tol, sp)
+        flip = undetermined[name] & ~under if sign_like else np.zeros(ref.shape, bool)
+        base, tol = tol, widen(tol, sp)
         if np.ndim(tol.atol):
-            tol = dataclasses.replace(tol, atol=np.where(under, 0.0, tol.atol))
-        out = [compare(fx, label, np.where(under, ref, value), ref, tol)]
+            tol = dataclasses.replace(tol, atol=np.where(under | flip, 0.0, tol.atol))
+        out = [compare(fx, label, np.where(under | flip, ref, value), ref, tol)]
         if under.any():
             out.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
                                value[under], ref[under], UNDERFLOW))
+        if flip.any():  # SIGN_LIKE: as far as any element of the tensor moved in the draws
+            pooled = widen(dataclasses.replace(base, why=base.why + "; " + UNDETERMINED),
+                           np.full(int(flip.sum()), sp.max()))
+            out.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
+                               value[flip], ref[flip], pooled))
         return out
 
     for name, value in sorted(ours["params"].items()):
         rows += split_rows(f"{pre}{name}", name, value, spread["params"][name],
-                           flat[f"{pre}state/agent/{name}"], PARAMS, pool=True)
+                           flat[f"{pre}state/agent/{name}"], PARAMS, sign_like=True)
     for name, value in sorted(ours["slow"].items()):
         rows += split_rows(f"{pre}slowcritic/{name}", f"critic/{name}", value,
                            spread["slow"][name], flat[f"{pre}state/agent/slowcritic/{name}"],
-                           PARAMS, pool=True)
+                           PARAMS, sign_like=True)
     for tag in ("rms_nu", "mom_mu"):
         for name, value in sorted(ours[tag].items()):
             ref = flat[ref_key(tag, name)]
             rows += split_rows(f"{pre}{tag}/{name}", name, value, spread[tag][name], ref,
-                               _moment_tol(np.abs(ref).max()), pool=tag == "mom_mu")
+                               _moment_tol(np.abs(ref).max()), sign_like=tag == "mom_mu")
 
     def c(label, key, ref_name, tol):
         value, sp = _at(ours, key), _at(spread, key)

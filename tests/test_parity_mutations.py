@@ -1,0 +1,75 @@
+"""The parity checker catches bugs: with a known bug injected into our agent (a wrong
+constant, a wrong target, a swapped scale, AGC off) the agent checks fail and name an array
+that moved. Each case runs the checker's own loss or update comparison in-process on the
+small centered fixtures (one two-hot draw instead of three, to stay fast)."""
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import pytest
+
+from dreamerjax import agent as agent_lib
+from dreamerjax.parity import agent_checks
+
+REF = str(Path(__file__).parent / "data" / "reference")
+rep = dataclasses.replace
+
+
+def _fast_critic_target(cfg, slow_logits, critic_logits):
+    """The bug: regularise (and bootstrap the critic's slowreg term) from the fast critic."""
+    del slow_logits
+    return jax.lax.stop_gradient(
+        agent_lib.twohot_expectation(cfg, critic_logits, agent_lib.critic_bins(cfg)))
+
+
+MUTATIONS = {
+    "free bits 0.5": (lambda c: rep(c, free_nats=0.5), None, {"loss_dyn", "loss_rep"}),
+    "latent unimix 0": (lambda c: rep(c, rssm=rep(c.rssm, unimix=0.0)), None,
+                        {"replay_outs_logit", "diag_imag_logit"}),
+    "actor unimix 0": (lambda c: rep(c, actor_unimix=0.0), None,
+                       {"diag_imag_actor_probs", "diag_logpi"}),
+    "slowreg 0": (lambda c: rep(c, slowreg=0.0), None, {"loss_critic", "loss_replay_critic"}),
+    "return lambda 0.9": (lambda c: rep(c, return_lambda=0.9), None, {"diag_ret"}),
+    "critic regularised towards the fast critic": (
+        None, _fast_critic_target, {"diag_imag_slowval", "loss_critic"}),
+    "rep and dyn scales swapped": (
+        lambda c: rep(c, loss_scales=rep(c.loss_scales, rep=c.loss_scales.dyn,
+                                         dyn=c.loss_scales.rep)), None, {"loss_dyn", "loss_rep"}),
+    "replay critic scale 1": (
+        lambda c: rep(c, loss_scales=rep(c.loss_scales, replay_critic=1.0)), None,
+        {"loss_replay_critic"}),
+}
+
+
+def _failing(rows):
+    return {r.array for r in rows if not r.passed}
+
+
+@pytest.fixture
+def one_draw(monkeypatch):
+    monkeypatch.setattr(agent_checks, "DRAWS", 1)
+
+
+def test_unmutated_loss_check_passes(one_draw):
+    rows = agent_checks.check_ac(REF, "ac_loss_centered.npz")
+    assert len(rows) > 130 and not _failing(rows)
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_injected_bug_fails_the_loss_check(name, one_draw, monkeypatch):
+    override, slow_target, moved = MUTATIONS[name]
+    if slow_target is not None:
+        monkeypatch.setattr(agent_lib, "slow_target", slow_target)
+    failing = _failing(agent_checks.check_ac(REF, "ac_loss_centered.npz", override=override))
+    assert failing & moved, (name, sorted(failing)[:10])
+
+
+def test_agc_off_fails_the_update_check(one_draw):
+    rows = agent_checks.check_update(
+        REF, "update_centered.npz", override=lambda c: rep(c, opt=rep(c.opt, agc=0.0)),
+        runs=("",), steps=1)
+    failing = _failing(rows)
+    # Without AGC the first step's sign(g) * lr is unchanged, but the second moments
+    # (g^2 of the unclipped gradient) move.
+    assert any(a.startswith("u1/rms_nu/") for a in failing), sorted(failing)[:10]
