@@ -721,6 +721,10 @@ def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
 # Checks (before anything compiles); each names the key
 
 
+# numerics.TWOHOT_MEANS, spelled here so that checking a config does not import JAX (a test
+# keeps the two equal).
+TWOHOT_MEANS = ("exact", "pairsum")
+
 _POSITIVE = (
     "run.steps", "run.num_envs", "run.eval_eps", "run.eval_every_rows", "replay.size",
     "batch_size", "imag_length", "horizon", "dyn.rssm.deter", "dyn.rssm.hidden",
@@ -791,8 +795,6 @@ def validate(config: Config) -> None:
             re.compile(flat[key])
         except re.error as e:
             raise ConfigError(f"{key}: {flat[key]!r} is not a valid regex: {e}") from None
-    from dreamerjax.numerics import TWOHOT_MEANS
-
     if flat["twohot_mean"] not in TWOHOT_MEANS:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")

@@ -446,3 +446,16 @@ def test_a_checkpoint_from_before_the_dec_scales_resumes():
     scales["dec"] = 2.0
     with pytest.raises(ValueError, match="loss_scales.dec_cnn"):
         driver.check_resumable({"config": old, "seeds": [0]}, config, (0,))
+
+
+def test_config_checks_do_not_import_jax():
+    import subprocess
+    import sys
+
+    from dreamerjax.numerics import TWOHOT_MEANS
+
+    assert C.TWOHOT_MEANS == tuple(TWOHOT_MEANS)
+    code = ("import sys; from dreamerjax import configs; "
+            "configs.resolve(['dmc_proprio'], ['opt.lr=1e-4']); "
+            "assert 'jax' not in sys.modules, 'jax imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
