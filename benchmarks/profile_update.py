@@ -26,8 +26,13 @@ import time
 
 
 def hlo_index(text: str) -> dict[str, dict]:
-    """instruction name -> {"op", "shape", "source", "computation"} from `as_text()`."""
+    """instruction name -> {"op", "shape", "source", "computation"} from `as_text()`.
+    A fusion without its own op_name takes the source of the first fused instruction that
+    has one; XLA:CPU's YNNPACK matmul fusions carry none at all, so theirs is the fused
+    dot's signature, "dot (lhs, rhs) -> out"."""
     out, comp = {}, None
+    fused_src = collections.defaultdict(list)  # computation -> [(op, op_name)]
+    signature, has_dot = {}, set()
     head = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
     inst = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+(?:\{[^}]*\})?|\([^=]*?\))\s+"
                       r"([\w\-]+)\(")
@@ -35,6 +40,10 @@ def hlo_index(text: str) -> dict[str, dict]:
         m = head.match(line)
         if m and "=" not in line.split("{")[0]:
             comp = m.group(1)
+            sig = re.search(r"\((.*)\)\s*->\s*(\S+)", line)
+            if sig:
+                shapes = re.findall(r"\w+\[[\d,]*\]", sig.group(1))
+                signature[comp] = f"({', '.join(shapes)}) -> {sig.group(2)}"
             continue
         m = inst.match(line)
         if m:
@@ -45,7 +54,39 @@ def hlo_index(text: str) -> dict[str, dict]:
             out[name] = {"op": op + (f"({kind.group(1)})" if kind else ""),
                          "shape": shape[:80], "source": src.group(1)[-120:] if src else "",
                          "computation": comp, "calls": calls.group(1) if calls else None}
+            if src:
+                fused_src[comp].append((op, src.group(1)[-120:]))
+            if op in ("dot", "convolution"):
+                has_dot.add(comp)
+    for info in out.values():
+        called = info["calls"]
+        info["fused_dot"] = called in has_dot
+        if info["source"] or not called:
+            continue
+        inner = fused_src.get(called)
+        if inner:
+            dots = [s for o, s in inner if o in ("dot", "convolution")]
+            info["source"] = (dots or [s for _, s in inner])[0]
+        elif called in has_dot:
+            info["source"] = "dot " + signature.get(called, "?")
     return out
+
+
+MOVES = ("copy", "concatenate", "slice", "pad", "transpose", "dynamic-slice",
+         "dynamic-update-slice", "broadcast", "gather", "scatter")
+
+
+def kind_of(row: dict) -> str:
+    """matmul (a dot, or a fusion around one), data movement (copies, slices, pads,
+    concatenations, broadcasts, gathers/scatters, by op or by the JAX op a fusion came
+    from) or elementwise / reduction (the rest)."""
+    op = row["op"].split("(")[0]
+    if op in ("dot", "convolution") or row.get("fused_dot"):
+        return "matmul"
+    last = row["source"].rsplit("/", 1)[-1].replace("_", "-")
+    if op in MOVES or last in MOVES or last == "broadcast-in-dim":
+        return "movement"
+    return "elementwise"
 
 
 def trace_events(logdir: str) -> list[dict]:
@@ -58,37 +99,10 @@ def trace_events(logdir: str) -> list[dict]:
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--updates", type=int, default=3)
-    p.add_argument("--top", type=int, default=40)
-    p.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
-    args = p.parse_args(argv)
-    if args.updates < 1:
-        raise SystemExit(f"--updates must be >= 1, got {args.updates}")
-
-    from dreamerjax import xla_tuning
-    xla_tuning.apply()
-    import jax
-
-    from dreamerjax import bench
-
-    setup = bench.make_setup(False)
-    compiled, _ = bench.compile_update(setup, 1)
-    index = hlo_index(compiled.as_text())
-    fill = bench.ticks_program(setup, bench.Options.ticks)
-    states = jax.block_until_ready(fill(bench.init_states(setup, 1)))
-    for _ in range(3):
-        states = jax.block_until_ready(compiled(states))
-    logdir = args.out or tempfile.mkdtemp(prefix="dreamerjax-profile-")
-    t = time.perf_counter()
-    with jax.profiler.trace(logdir, create_perfetto_trace=True):
-        for _ in range(args.updates):
-            states = jax.block_until_ready(compiled(states))
-    wall = (time.perf_counter() - t) / args.updates
-
+def analyse(index: dict, events: list, updates: int, top: int) -> dict:
+    """Sum the trace's per-instruction events per update; see the module docstring."""
     per = collections.defaultdict(lambda: [0.0, 0])
-    for ev in trace_events(logdir):
+    for ev in events:
         if ev.get("ph") != "X" or ev.get("name") not in index:
             continue
         per[ev["name"]][0] += ev.get("dur", 0.0) / 1e3  # us -> ms
@@ -96,8 +110,8 @@ def main(argv=None) -> int:
     rows = []
     for name, (ms, n) in per.items():
         info = index[name]
-        rows.append({"name": name, "ms_per_update": ms / args.updates,
-                     "count_per_update": n / args.updates, **info})
+        rows.append({"name": name, "ms_per_update": ms / updates,
+                     "count_per_update": n / updates, **info})
     rows.sort(key=lambda r: -r["ms_per_update"])
     # Leaf instructions only (a while/call/conditional event spans its body's events).
     leaf = [r for r in rows if not r["op"].startswith(("while", "call", "conditional"))]
@@ -107,12 +121,64 @@ def main(argv=None) -> int:
     by_kind = collections.defaultdict(float)
     for r in leaf:
         by_kind[r["op"]] += r["ms_per_update"]
-    json.dump({
-        "wall_s_per_update_traced": wall,
+    by_class = collections.defaultdict(lambda: collections.defaultdict(float))
+    for r in leaf:
+        r["kind"] = kind_of(r)
+        by_class[round(r["count_per_update"])][r["kind"]] += r["ms_per_update"]
+    return {
         "leaf_ms_per_update_all_threads": sum(r["ms_per_update"] for r in leaf),
         "leaf_ms_by_count_per_update": dict(sorted(by_count.items())),
         "leaf_ms_by_op": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])[:20]),
-        "top": leaf[:args.top], "trace_dir": logdir,
+        "leaf_ms_by_count_and_kind": {k: dict(v) for k, v in sorted(by_class.items())},
+        "top": leaf[:top],
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--updates", type=int, default=3)
+    p.add_argument("--top", type=int, default=40)
+    p.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
+    p.add_argument("--parse", metavar="DIR", help="only analyse the trace and update.hlo.txt "
+                   "an earlier run left in DIR (its --out); --updates must be that run's")
+    args = p.parse_args(argv)
+    if args.updates < 1:
+        raise SystemExit(f"--updates must be >= 1, got {args.updates}")
+    if args.parse:
+        with open(os.path.join(args.parse, "update.hlo.txt")) as f:
+            index = hlo_index(f.read())
+        summary = analyse(index, trace_events(args.parse), args.updates, args.top)
+        json.dump({**summary, "trace_dir": args.parse}, sys.stdout, indent=1)
+        print()
+        return 0
+
+    from dreamerjax import xla_tuning
+    xla_tuning.apply()
+    import jax
+
+    from dreamerjax import bench
+
+    setup = bench.make_setup(False)
+    compiled, _ = bench.compile_update(setup, 1)
+    text = compiled.as_text()
+    index = hlo_index(text)
+    fill = bench.ticks_program(setup, bench.Options.ticks)
+    states = jax.block_until_ready(fill(bench.init_states(setup, 1)))
+    for _ in range(3):
+        states = jax.block_until_ready(compiled(states))
+    logdir = args.out or tempfile.mkdtemp(prefix="dreamerjax-profile-")
+    os.makedirs(logdir, exist_ok=True)
+    with open(os.path.join(logdir, "update.hlo.txt"), "w") as f:
+        f.write(text)
+    t = time.perf_counter()
+    with jax.profiler.trace(logdir, create_perfetto_trace=True):
+        for _ in range(args.updates):
+            states = jax.block_until_ready(compiled(states))
+    wall = (time.perf_counter() - t) / args.updates
+
+    summary = analyse(index, trace_events(logdir), args.updates, args.top)
+    json.dump({
+        "wall_s_per_update_traced": wall, **summary, "trace_dir": logdir,
         "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }, sys.stdout, indent=1)
     print()
