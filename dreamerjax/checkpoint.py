@@ -8,12 +8,23 @@ callback states, wall time). orbax writes
 interrupted save never leaves a directory that `latest` would pick; save() removes
 temporary directories left by a failed or killed save. The last KEEP checkpoints are
 kept. Nothing is written outside run_dir/checkpoints.
+
+What we write is checked as well as orbax's own commit markers: after orbax commits a
+checkpoint, save() writes MANIFEST (every file's size and sha256, through a temporary file
+and a rename) into it; `latest_good` verifies the manifest and orbax's metadata before a
+resume, skips (with a one-line warning) a checkpoint that was truncated or changed on disk,
+and `set_aside` moves such a checkpoint to run_dir/damaged/ rather than deleting it. A
+checkpoint without a manifest (written before manifests, or by a process killed between
+orbax's commit and the manifest) is checked by orbax alone.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,10 +32,14 @@ from typing import Any
 
 import jax
 
+from dreamerjax import testhooks
 from dreamerjax.records import flatten, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
 KEEP = 2
+MANIFEST = "MANIFEST.dreamerjax.json"  # inside <index>/, next to orbax's items
+MANIFEST_KEY = "_manifest"  # in the saved meta: a MANIFEST follows (read_meta drops it)
+DAMAGED_DIR = "damaged"  # run_dir/damaged/<index>-<time>: checkpoints set aside on resume
 # Config keys (dotted) that may differ between a checkpoint and the resuming run: neither
 # changes a shape nor the algorithm. run.steps may only grow (checked separately).
 RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every"})
@@ -76,7 +91,7 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     """
     ocp = _ocp()
     index = int(index)
-    meta = to_jsonable(dict(meta))
+    meta = to_jsonable(dict(meta) | {MANIFEST_KEY: True})
     target = Path(run_dir) / CHECKPOINT_DIR / str(index)
     if target.exists():
         raise FileExistsError(f"checkpoint {target} already exists")
@@ -84,6 +99,7 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
         _remove_partial(run_dir)
     sync("dreamerjax_checkpoint_tidy")
     manager = _manager(run_dir)
+    testhooks.point("checkpoint", index)
     try:
         try:
             manager.save(index, args=ocp.args.Composite(
@@ -97,7 +113,127 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     sync("dreamerjax_checkpoint_saved")
     if not target.is_dir():
         raise RuntimeError(f"orbax did not write {target}")
+    testhooks.point("manifest", index)
+    if jax.process_index() == 0:
+        write_manifest(target)
+    sync("dreamerjax_checkpoint_manifest")
     return target
+
+
+def _file_digests(directory: Path, sync_files: bool = False) -> dict[str, dict]:
+    """{relative path: {"bytes", "sha256"}} of every file under directory except the
+    manifest; sync_files also fsyncs each file (orbax commits without it)."""
+    out = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.startswith(MANIFEST):
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+            if sync_files:
+                os.fsync(f.fileno())
+        out[path.relative_to(directory).as_posix()] = {
+            "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    return out
+
+
+def write_manifest(directory: str | os.PathLike) -> Path:
+    """MANIFEST of a committed checkpoint directory (atomic: temporary file + rename)."""
+    directory = Path(directory)
+    path = directory / MANIFEST
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "files": _file_digests(directory, sync_files=True)}, f,
+                  indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself
+    finally:
+        os.close(fd)
+    return path
+
+
+def verify(run_dir: str | os.PathLike, index: int) -> str | None:
+    """None when checkpoint `index` is whole, else what is wrong with it (one phrase): a
+    file of its manifest missing, of another size or sha256; orbax's metadata unreadable;
+    the manifest its meta promises missing (a save killed before it was written)."""
+    directory = Path(run_dir) / CHECKPOINT_DIR / str(int(index))
+    if not directory.is_dir():
+        return "missing"
+    manifest = directory / MANIFEST
+    if manifest.exists():
+        try:
+            want = json.loads(manifest.read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"unreadable {MANIFEST} ({e})"
+        have = _file_digests(directory)
+        for name, entry in sorted(want.items()):
+            got = have.get(name)
+            if got is None:
+                return f"{name} is missing"
+            if got["bytes"] != entry["bytes"]:
+                return f"{name} has {got['bytes']} bytes, {entry['bytes']} were written"
+            if got["sha256"] != entry["sha256"]:
+                return f"{name} does not match its sha256"
+    try:
+        raw = _read_raw_meta(run_dir, index)
+    except Exception as e:  # noqa: BLE001 - any failure to read means damaged
+        return f"orbax cannot read it ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+    if raw.get(MANIFEST_KEY) and not manifest.exists():
+        return f"its save did not finish ({MANIFEST} missing)"
+    return None
+
+
+class NoGoodCheckpoint(ValueError):
+    """Every checkpoint of a run is damaged (nothing was deleted)."""
+
+
+def _step_dirs(run_dir: str | os.PathLike) -> list[int]:
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def latest_good(run_dir: str | os.PathLike, warn=None
+                ) -> tuple[tuple[int, dict] | None, list[int]]:
+    """((index, meta) of the newest checkpoint that verifies, or None when the run has no
+    checkpoint; the newer damaged indices). Each damaged one skipped is a one-line
+    warning; NoGoodCheckpoint when there are checkpoints and none verifies."""
+    warn = warn or (lambda msg: print(msg, file=sys.stderr))
+    found = _step_dirs(run_dir)
+    damaged: list[tuple[int, str]] = []
+    for index in reversed(found):
+        problem = verify(run_dir, index)
+        if problem is None:
+            for bad, why in damaged:
+                warn(f"dreamerjax: warning: checkpoint {bad} of {run_dir} is damaged ({why}); "
+                     f"resuming from checkpoint {index}")
+            return (index, read_meta(run_dir, index)), [i for i, _ in damaged]
+        damaged.append((index, problem))
+    if damaged:
+        raise NoGoodCheckpoint(
+            f"no good checkpoint in {Path(run_dir) / CHECKPOINT_DIR}: "
+            + "; ".join(f"{i}: {why}" for i, why in damaged)
+            + ". Nothing was deleted; the run cannot be resumed from these files")
+    return None, []
+
+
+def set_aside(run_dir: str | os.PathLike, damaged: Iterable[int]) -> list[Path]:
+    """Move damaged checkpoints to run_dir/damaged/<index>-<unix time> (kept for a
+    post-mortem, out of orbax's sight so the run can save that index again)."""
+    out = []
+    for index in damaged:
+        src = Path(run_dir) / CHECKPOINT_DIR / str(int(index))
+        dst = Path(run_dir) / DAMAGED_DIR / f"{int(index)}-{int(time.time())}"
+        dst.parent.mkdir(exist_ok=True)
+        os.replace(src, dst)
+        out.append(dst)
+    return out
 
 
 def sync(name: str) -> None:
@@ -119,6 +255,12 @@ def indices(run_dir: str | os.PathLike) -> list[int]:
 
 
 def read_meta(run_dir: str | os.PathLike, index: int) -> dict:
+    meta = _read_raw_meta(run_dir, index)
+    meta.pop(MANIFEST_KEY, None)
+    return meta
+
+
+def _read_raw_meta(run_dir: str | os.PathLike, index: int) -> dict:
     ocp = _ocp()
     manager = _manager(run_dir, read_only=True)
     if manager is None:

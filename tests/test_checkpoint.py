@@ -1,5 +1,6 @@
 """checkpoint.py: round trip incl. typed PRNG keys, atomic writes, keep-last-2, config check."""
 
+import json
 import os
 
 import jax
@@ -155,3 +156,80 @@ def test_check_compatible():
     # a key present on one side only
     with pytest.raises(ValueError, match="seeds"):
         ckpt.check_compatible(dict(base, seeds=[0]), base)
+
+
+# ----------------------------------------------------------------------------- damage
+
+
+def _largest_state_file(run_dir, index):
+    files = [p for p in (run_dir / "checkpoints" / str(index) / "state").rglob("*")
+             if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def _three(tmp_path):
+    for i in range(3):
+        ckpt.save(tmp_path, i, _state(i), {"i": i})
+    assert ckpt.indices(tmp_path) == [1, 2]
+    return tmp_path
+
+
+def test_every_checkpoint_has_a_manifest_that_verifies(tmp_path):
+    _three(tmp_path)
+    for i in (1, 2):
+        manifest = tmp_path / "checkpoints" / str(i) / ckpt.MANIFEST
+        files = json.loads(manifest.read_text())["files"]
+        assert any(name.startswith("state/") for name in files)
+        assert any(name.startswith("meta/") for name in files)
+        assert ckpt.verify(tmp_path, i) is None
+    # the meta handed back is the one saved (the manifest flag is ours)
+    assert ckpt.read_meta(tmp_path, 2) == {"i": 2}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "remove", "no_manifest", "meta"])
+def test_a_damaged_latest_falls_back_to_the_previous(tmp_path, damage):
+    _three(tmp_path)
+    target = _largest_state_file(tmp_path, 2)
+    if damage == "truncate":
+        os.truncate(target, target.stat().st_size // 2)
+    elif damage == "flip":
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        target.write_bytes(bytes(data))
+    elif damage == "remove":
+        target.unlink()
+    elif damage == "no_manifest":  # killed between orbax's commit and the manifest
+        (tmp_path / "checkpoints" / "2" / ckpt.MANIFEST).unlink()
+    else:
+        (tmp_path / "checkpoints" / "2" / "meta" / "metadata").write_text('{"i": ')
+    assert ckpt.verify(tmp_path, 2) is not None
+    warnings = []
+    found, damaged = ckpt.latest_good(tmp_path, warn=warnings.append)
+    assert found == (1, {"i": 1}) and damaged == [2]
+    assert len(warnings) == 1 and "checkpoint 2" in warnings[0]
+    assert "resuming from checkpoint 1" in warnings[0] and "\n" not in warnings[0]
+    restored = ckpt.restore(tmp_path, 1, _zeros_like(_state()))
+    assert int(restored["count"]) == 8
+    # set aside (not deleted), so the index can be saved again
+    moved = ckpt.set_aside(tmp_path, damaged)
+    assert moved[0].parent == tmp_path / ckpt.DAMAGED_DIR and moved[0].is_dir()
+    assert ckpt.indices(tmp_path) == [1]
+    ckpt.save(tmp_path, 2, _state(2), {"i": 2})
+    assert ckpt.latest_good(tmp_path) == ((2, {"i": 2}), [])
+
+
+def test_no_good_checkpoint_is_a_clear_error_and_deletes_nothing(tmp_path):
+    _three(tmp_path)
+    for i in (1, 2):
+        os.truncate(_largest_state_file(tmp_path, i), 3)
+    before = _files(tmp_path)
+    with pytest.raises(ckpt.NoGoodCheckpoint) as err:
+        ckpt.latest_good(tmp_path, warn=pytest.fail)
+    message = str(err.value)
+    assert "no good checkpoint" in message and "Nothing was deleted" in message
+    assert "2: state/" in message and "1: state/" in message and "\n" not in message
+    assert _files(tmp_path) == before
+
+
+def test_latest_good_of_a_run_without_checkpoints(tmp_path):
+    assert ckpt.latest_good(tmp_path) == (None, [])
