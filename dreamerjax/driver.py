@@ -29,7 +29,6 @@ from dreamerjax import checkpoint as ckpt
 from dreamerjax import metric_window, records
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config, from_dict
-from dreamerjax.host_driver import make_trainer  # Trainer, or HostTrainer for host envs
 from dreamerjax.train import SeedState, Setup
 
 EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
@@ -104,6 +103,15 @@ class Trainer:
             np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
             for s in self.seeds])
         return self._eval(params, keys, mode)
+
+
+def make_trainer(setup: Setup, seeds, devices: int = 1) -> Trainer:
+    """The Trainer of a setup; host envs (gym_, atari_, dmc_, crafter_) get
+    host_driver.HostTrainer, which steps them on the CPU between compiled calls."""
+    from dreamerjax import host_driver
+    if host_driver.is_host_setup(setup):
+        return host_driver.HostTrainer(setup, tuple(seeds), devices)
+    return Trainer(setup, tuple(seeds), devices)
 
 
 def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
@@ -473,7 +481,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
     from dreamerjax import video as video_lib
 
     config, seeds = records.read_run_config(run_dir)
-    trainer = Trainer(train_lib.make_setup(config), seeds)
+    trainer = make_trainer(train_lib.make_setup(config), seeds)
     found = ckpt.latest(run_dir)
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")

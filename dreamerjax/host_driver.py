@@ -2,8 +2,8 @@
 DMC, Crafter; dreamerjax/envs/host.py) stepped on the CPU, with the policy, the replay
 insert and the updates still compiled.
 
-    HostTrainer (the compiled driver's Trainer interface: init, chunk, evaluate,
-                 abstract_state, metric_names, owed)
+    HostTrainer (a driver.Trainer whose init, chunk and evaluate step host envs;
+                 report, keys, metric names and the schedule inherited)
       per tick:  jit(vmap(act_and_insert))(states, rows)   policy on the rows + replay add
                  actions -> host                            (waits for the policy only)
                  jit(train_steps)(states, owed)             the updates the schedule owes,
@@ -37,12 +37,10 @@ from dreamerjax import replay as replay_lib
 from dreamerjax import schedule as schedule_lib
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config
+from dreamerjax.driver import EVAL_KEY_OFFSET, Trainer
 from dreamerjax.envs import host as host_lib
 from dreamerjax.numerics import TWOHOT_MEANS
 from dreamerjax.train import SeedState, Setup
-
-EVAL_KEY_OFFSET = 1_000_000  # as driver.EVAL_KEY_OFFSET: fold_in(PRNGKey(seed), offset + i)
-
 
 # ----------------------------------------------------------------------------- setup
 
@@ -165,26 +163,22 @@ def _split_seeds(tree, seeds: int):
 
 
 @dataclasses.dataclass
-class HostTrainer:
-    """The compiled driver's Trainer for host envs (same methods, same outputs).
+class HostTrainer(Trainer):
+    """The compiled driver's Trainer for host envs: init, chunk and evaluate replaced, the
+    rest (report, key derivations, metric names, schedule) inherited.
 
     parallel: one worker process per env (else all step in this process); timeout: seconds
     a worker may take for one command before the run stops with an error.
     """
 
-    setup: Setup
-    seeds: tuple[int, ...]
-    devices: int = 1
     parallel: bool = False
     timeout: float = 300.0
 
     def __post_init__(self):
         if self.devices != 1:
             raise ValueError("--devices: host environments run on one device")
+        super().__post_init__()  # jit is lazy: the compiled chunk and evaluate never trace
         setup = self.setup
-        self.metric_names = train_lib.metric_names(setup)
-        self.owed = train_lib.updates_per_tick(setup)
-        self.sharding = None
         names = self.metric_names
         self._init_fn = jax.vmap(lambda k: init_host_seed(setup, k, names))
         self._init = jax.jit(self._init_fn)
@@ -228,21 +222,12 @@ class HostTrainer:
 
     # -- the Trainer interface
 
-    def _keys(self) -> np.ndarray:
-        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
-
-    def init(self) -> SeedState:
-        return self._init(self._keys())
-
-    def abstract_state(self) -> SeedState:
-        return jax.eval_shape(self._init_fn, self._keys())
-
     def chunk(self, states: SeedState, log_index: int):
         """One log interval of ticks. Returns (states, EpisodeEnd [ticks, seeds, envs])."""
         if self._train_envs is None:
             self._start_envs()
         t = self.setup.ticks_per_log
-        owed = self.owed[log_index * t:(log_index + 1) * t]
+        owed = self.updates_due[log_index * t:(log_index + 1) * t]
         S, n = len(self.seeds), self.setup.run.num_envs
         ends = []
         for due in owed:
@@ -292,10 +277,3 @@ class HostTrainer:
         # Unfinished episodes leave their envs mid-episode: the next evaluation resets all.
         return (ret.astype(np.float32).reshape(S, E), length.astype(np.float32).reshape(S, E))
 
-
-def make_trainer(setup: Setup, seeds, devices: int = 1, **host_options) -> Any:
-    """The Trainer of a setup: HostTrainer for host envs, else the compiled Trainer."""
-    if is_host_setup(setup):
-        return HostTrainer(setup, tuple(seeds), devices, **host_options)
-    from dreamerjax.driver import Trainer
-    return Trainer(setup, tuple(seeds), devices)
