@@ -89,6 +89,38 @@ def kind_of(row: dict) -> str:
     return "elementwise"
 
 
+def _dot_dims(source: str):
+    """(lhs, rhs, out) shapes of a "dot (lhs, rhs) -> out" source, or None."""
+    m = re.match(r"dot \(f32\[([\d,]+)\], f32\[([\d,]+)\]\) -> f32\[([\d,]+)\]", source)
+    if not m:
+        return None
+    return tuple(tuple(int(d) for d in g.split(",")) for g in m.groups())
+
+
+def group_of(row: dict) -> tuple[str, float]:
+    """(group, FLOPs per execution) of a leaf row, for the summary table of
+    docs/performance.md. Groups by place (count per update) and kind; once-per-update
+    matmuls by shape: K = 640 (deter + stoch features) into 64 units is the heads' first
+    layer, 256-wide the two-hot heads' output layer (255 bins + 1 dropped)."""
+    c = round(row["count_per_update"])
+    place = {1: "once per update", 15: "imagination step", 64: "observe step"}.get(
+        c, f"x{c} (RNG loops)" if c in (75, 320) else f"x{c}")
+    if "reduce-window" in row["name"]:
+        return f"{place}: split reductions (reduce-window)", 0.0
+    dims = _dot_dims(row["source"])
+    if row["kind"] == "matmul" and dims:
+        (m, k), (_, n), out = dims[0][-2:], dims[1][-2:], dims[2]
+        flops = 2.0 * m * k * n if len(dims[0]) == 2 and len(dims[1]) == 2 else 0.0
+        if c == 1 and k == 640 and n == 64:
+            return "once per update: heads' first layer, forward (features 640 -> 64)", flops
+        if c == 1 and out[-2:] == (64, 640):
+            return "once per update: heads' first layer, weight gradient", flops
+        if c == 1 and 256 in (k, n, *out):
+            return "once per update: two-hot heads' 256-wide output layer, fwd + bwd", flops
+        return f"{place}: other matmuls", flops
+    return f"{place}: {row['kind']}", 0.0
+
+
 def trace_events(logdir: str) -> list[dict]:
     paths = glob.glob(os.path.join(logdir, "**", "*.trace.json.gz"), recursive=True)
     paths += glob.glob(os.path.join(logdir, "**", "perfetto_trace.json.gz"), recursive=True)
@@ -125,8 +157,14 @@ def analyse(index: dict, events: list, updates: int, top: int) -> dict:
     for r in leaf:
         r["kind"] = kind_of(r)
         by_class[round(r["count_per_update"])][r["kind"]] += r["ms_per_update"]
+    groups = collections.defaultdict(lambda: {"ms_per_update": 0.0, "gflop_per_update": 0.0})
+    for r in leaf:
+        name, flops = group_of(r)
+        groups[name]["ms_per_update"] += r["ms_per_update"]
+        groups[name]["gflop_per_update"] += flops * r["count_per_update"] / 1e9
     return {
         "leaf_ms_per_update_all_threads": sum(r["ms_per_update"] for r in leaf),
+        "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1]["ms_per_update"])),
         "leaf_ms_by_count_per_update": dict(sorted(by_count.items())),
         "leaf_ms_by_op": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])[:20]),
         "leaf_ms_by_count_and_kind": {k: dict(v) for k, v in sorted(by_class.items())},
