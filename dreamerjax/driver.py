@@ -236,7 +236,8 @@ def _episodes(ends, seeds, first_tick: int) -> list[dict]:
         out.append(records.episode_row(
             seed=seeds[i], worker=w, row_last=first_tick + t + 1,
             length=ends.length[t, i, w], score=ends.score[t, i, w],
-            terminal=ends.terminal[t, i, w]))
+            terminal=ends.terminal[t, i, w],
+            **{k: v[t, i, w] for k, v in getattr(ends, "stats", {}).items()}))
     out.sort(key=lambda e: (e["seed"], e["row_last"], e["worker"]))
     return out
 
