@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import numerics as nx
+from dreamerjax import numerics as nm
 
 REF = Path(__file__).parent / "data" / "reference"
 SMALL_BINS = jnp.array([-2.0, -1.0, 0.0, 1.0, 2.0], jnp.float32)
@@ -24,17 +24,17 @@ def _log_softmax64(logits):
 
 def test_symlog_symexp_values_and_inverse():
     x = jnp.array([-1e6, -3.0, -1e-3, 0.0, 1e-3, 3.0, 1e6], jnp.float32)
-    np.testing.assert_allclose(nx.symlog(x), np.sign(x) * np.log1p(np.abs(x)), rtol=1e-6)
-    np.testing.assert_allclose(nx.symexp(nx.symlog(x)), x, rtol=1e-5)
-    assert float(nx.symlog(jnp.float32(0.0))) == 0.0
-    assert float(nx.symexp(jnp.float32(0.0))) == 0.0
+    np.testing.assert_allclose(nm.symlog(x), np.sign(x) * np.log1p(np.abs(x)), rtol=1e-6)
+    np.testing.assert_allclose(nm.symexp(nm.symlog(x)), x, rtol=1e-5)
+    assert float(nm.symlog(jnp.float32(0.0))) == 0.0
+    assert float(nm.symexp(jnp.float32(0.0))) == 0.0
 
 
 # --------------------------------------------------------------------------- bins
 
 
 def test_twohot_bins_shape_symmetry_and_range():
-    bins = np.asarray(nx.twohot_bins(255))
+    bins = np.asarray(nm.twohot_bins(255))
     assert bins.shape == (255,) and bins.dtype == np.float32
     assert bins[127] == 0.0
     assert np.array_equal(bins, -bins[::-1])
@@ -44,18 +44,18 @@ def test_twohot_bins_shape_symmetry_and_range():
 
 def test_twohot_bins_equal_reference_bits():
     ref = np.load(REF / "twohot.npz")["bins_eager"]
-    ours = np.asarray(nx.twohot_bins(255))
+    ours = np.asarray(nm.twohot_bins(255))
     assert np.array_equal(ours.view(np.int32), ref.view(np.int32))
 
 
 def test_twohot_bins_usable_inside_jit():
-    out = jax.jit(lambda x: x + nx.twohot_bins(255))(jnp.float32(0.0))
-    assert np.array_equal(np.asarray(out), np.asarray(nx.twohot_bins(255)))
+    out = jax.jit(lambda x: x + nm.twohot_bins(255))(jnp.float32(0.0))
+    assert np.array_equal(np.asarray(out), np.asarray(nm.twohot_bins(255)))
 
 
 def test_twohot_bins_reject_even_count():
     with pytest.raises(ValueError):
-        nx.twohot_bins(256)
+        nm.twohot_bins(256)
 
 
 # --------------------------------------------------------------------------- two-hot
@@ -64,7 +64,7 @@ def test_twohot_bins_reject_even_count():
 def test_twohot_log_prob_on_a_bin():
     logits = jnp.array([0.3, -1.0, 2.0, 0.5, -0.2], jnp.float32)
     ls = _log_softmax64(logits)
-    out = nx.twohot_log_prob(logits, jnp.float32(1.0), SMALL_BINS)
+    out = nm.twohot_log_prob(logits, jnp.float32(1.0), SMALL_BINS)
     np.testing.assert_allclose(out, ls[3], rtol=1e-6)
 
 
@@ -72,43 +72,43 @@ def test_twohot_log_prob_between_two_bins():
     logits = jnp.array([0.3, -1.0, 2.0, 0.5, -0.2], jnp.float32)
     ls = _log_softmax64(logits)
     # 0.25 lies between bins 0 (index 2) and 1 (index 3): weights 0.75 and 0.25.
-    out = nx.twohot_log_prob(logits, jnp.float32(0.25), SMALL_BINS)
+    out = nm.twohot_log_prob(logits, jnp.float32(0.25), SMALL_BINS)
     np.testing.assert_allclose(out, 0.75 * ls[2] + 0.25 * ls[3], rtol=1e-6)
     # -1.5 between -2 and -1: equal weights.
-    out = nx.twohot_log_prob(logits, jnp.float32(-1.5), SMALL_BINS)
+    out = nm.twohot_log_prob(logits, jnp.float32(-1.5), SMALL_BINS)
     np.testing.assert_allclose(out, 0.5 * ls[0] + 0.5 * ls[1], rtol=1e-6)
 
 
 def test_twohot_log_prob_beyond_the_outer_bins_clips():
     logits = jnp.array([0.3, -1.0, 2.0, 0.5, -0.2], jnp.float32)
     ls = _log_softmax64(logits)
-    out = nx.twohot_log_prob(jnp.stack([logits, logits]), jnp.array([7.0, -9.0]), SMALL_BINS)
+    out = nm.twohot_log_prob(jnp.stack([logits, logits]), jnp.array([7.0, -9.0]), SMALL_BINS)
     np.testing.assert_allclose(out, [ls[4], ls[0]], rtol=1e-6)
 
 
 def test_twohot_log_prob_batched_shapes():
     logits = jax.random.normal(jax.random.PRNGKey(0), (3, 4, 255))
     x = jax.random.normal(jax.random.PRNGKey(1), (3, 4)) * 100
-    assert nx.twohot_log_prob(logits, x, nx.twohot_bins()).shape == (3, 4)
+    assert nm.twohot_log_prob(logits, x, nm.twohot_bins()).shape == (3, 4)
 
 
 def test_twohot_mean_exactly_zero_for_mirror_logits_under_jit():
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     half = jax.random.normal(jax.random.PRNGKey(0), (64, 128)) * 3.0
     mirror = jnp.concatenate([half, half[:, :-1][:, ::-1]], -1)
     assert bool(jnp.all(mirror == mirror[:, ::-1]))
     logits = jnp.concatenate([mirror, jnp.zeros((1, 255))], 0)
-    mean = jax.jit(nx.twohot_mean)(logits, bins)
+    mean = jax.jit(nm.twohot_mean)(logits, bins)
     assert np.all(np.asarray(mean) == 0.0)
     # Also inside a bigger fused graph and under vmap.
-    mean2 = jax.jit(jax.vmap(lambda lg: nx.twohot_mean(lg * 1.0 + 0.0, bins) * 2.0))(logits)
+    mean2 = jax.jit(jax.vmap(lambda lg: nm.twohot_mean(lg * 1.0 + 0.0, bins) * 2.0))(logits)
     assert np.all(np.asarray(mean2) == 0.0)
 
 
 def test_twohot_mean_exactly_zero_for_mirror_logits_at_training_shapes():
     # The imagined critic values: [1024 starts, 16 steps, 255 bins], next to other work
     # in one program; one row in 8 mirror-symmetric.
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     half = jax.random.normal(jax.random.PRNGKey(1), (1024, 16, 128)) * 3.0
     mirror = jnp.concatenate([half, half[..., :-1][..., ::-1]], -1)
     noise = jax.random.normal(jax.random.PRNGKey(2), mirror.shape)
@@ -117,7 +117,7 @@ def test_twohot_mean_exactly_zero_for_mirror_logits_at_training_shapes():
 
     @jax.jit
     def f(lg):
-        return nx.twohot_mean(lg, bins), jax.nn.logsumexp(lg, -1)
+        return nm.twohot_mean(lg, bins), jax.nn.logsumexp(lg, -1)
 
     mean = np.asarray(f(logits)[0])
     assert np.all(mean[::8] == 0.0)
@@ -125,19 +125,19 @@ def test_twohot_mean_exactly_zero_for_mirror_logits_at_training_shapes():
 
 
 def test_twohot_mean_gradient_is_the_expectation_gradient():
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     logits = jax.random.normal(jax.random.PRNGKey(4), (6, 255)) * 2.0
     logits = logits.at[0].set(0.0)  # all pairs equal: the select must not zero the grad
-    g_mean = jax.grad(lambda lg: nx.twohot_mean(lg, bins / 1e6).sum())(logits)
-    g_naive = jax.grad(lambda lg: nx.twohot_mode(lg, bins / 1e6).sum())(logits)
+    g_mean = jax.grad(lambda lg: nm.twohot_mean(lg, bins / 1e6).sum())(logits)
+    g_naive = jax.grad(lambda lg: nm.twohot_mode(lg, bins / 1e6).sum())(logits)
     np.testing.assert_allclose(g_mean, g_naive, rtol=1e-4, atol=1e-6)
     assert float(jnp.abs(g_mean[0]).max()) > 0.0
 
 
 def test_twohot_mean_matches_float64_expectation():
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     logits = jax.random.normal(jax.random.PRNGKey(3), (16, 255)) * 2.0
-    mean = np.asarray(jax.jit(nx.twohot_mean)(logits, bins))
+    mean = np.asarray(jax.jit(nm.twohot_mean)(logits, bins))
     p = np.exp(_log_softmax64(logits))
     b = np.asarray(bins, np.float64)
     exact = (p * b).sum(-1)
@@ -156,38 +156,38 @@ def _mirror_logits_with_moved_centre(rows: int, seed: int = 0) -> np.ndarray:
 
 def test_twohot_mean_pairsum_is_the_expectation_op_by_op():
     # Eager (one op at a time, no fusion) the reference's summation order is exact too.
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     logits = _mirror_logits_with_moved_centre(256)
     p = np.exp(_log_softmax64(jnp.asarray(logits)))
     b = np.asarray(bins, np.float64)
     mass = (p * np.abs(b)).sum(-1)
-    eager = np.asarray(nx.twohot_mean_pairsum(jnp.asarray(logits), bins))
+    eager = np.asarray(nm.twohot_mean_pairsum(jnp.asarray(logits), bins))
     assert np.all(np.abs(eager - (p * b).sum(-1)) <= 4 * np.finfo(np.float32).eps * mass)
-    assert nx.TWOHOT_MEANS["pairsum"] is nx.twohot_mean_pairsum
-    assert nx.TWOHOT_MEANS["exact"] is nx.twohot_mean
+    assert nm.TWOHOT_MEANS["pairsum"] is nm.twohot_mean_pairsum
+    assert nm.TWOHOT_MEANS["exact"] is nm.twohot_mean
     with pytest.raises(ValueError, match="odd number of bins"):
-        nx.twohot_mean_pairsum(jnp.zeros((4, 254)), jnp.zeros((254,)))
+        nm.twohot_mean_pairsum(jnp.zeros((4, 254)), jnp.zeros((254,)))
 
 
 def test_twohot_mean_exact_under_jit_where_the_pairsum_may_not_be():
     # The exact form stays within float32 rounding of the true mean inside a compiled
     # program; the pairsum's error there is whatever XLA's contraction makes of it (D1),
     # never smaller than the exact form's.
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     logits = _mirror_logits_with_moved_centre(4096, seed=1)
     p = np.exp(_log_softmax64(jnp.asarray(logits)))
     truth = (p * np.asarray(bins, np.float64)).sum(-1)
-    exact = np.asarray(jax.jit(nx.twohot_mean)(logits, bins))
-    pairsum = np.asarray(jax.jit(nx.twohot_mean_pairsum)(logits, bins))
+    exact = np.asarray(jax.jit(nm.twohot_mean)(logits, bins))
+    pairsum = np.asarray(jax.jit(nm.twohot_mean_pairsum)(logits, bins))
     assert np.abs(exact - truth).max() < 1e-5
     assert np.abs(pairsum - truth).max() >= np.abs(exact - truth).max()
 
 
 def test_twohot_mean_of_peaked_logits_is_the_bin():
-    bins = nx.twohot_bins()
+    bins = nm.twohot_bins()
     logits = jnp.full((255,), -1e4).at[130].set(0.0)
-    assert float(nx.twohot_mean(logits, bins)) == float(bins[130])
-    assert float(nx.twohot_mode(logits, bins)) == float(bins[130])
+    assert float(nm.twohot_mean(logits, bins)) == float(bins[130])
+    assert float(nm.twohot_mode(logits, bins)) == float(bins[130])
 
 
 # --------------------------------------------------------------------------- one-hot
@@ -195,22 +195,22 @@ def test_twohot_mean_of_peaked_logits_is_the_bin():
 
 def test_unimix_probabilities_sum_to_one_and_floor():
     logits = jnp.array([[10.0, -10.0, 0.0, 3.0], [0.0, 0.0, 0.0, 0.0]])
-    mixed = nx.unimix_logits(logits, 0.01)
+    mixed = nm.unimix_logits(logits, 0.01)
     probs = np.exp(np.asarray(mixed, np.float64))
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
     assert probs.min() >= 0.01 / 4 * (1 - 1e-5)
     np.testing.assert_allclose(probs[1], 0.25, rtol=1e-6)
-    assert nx.unimix_logits(logits, 0.0) is logits
+    assert nm.unimix_logits(logits, 0.0) is logits
 
 
 def test_onehot_sample_is_onehot_with_straight_through_gradient():
     logits = jnp.array([[0.5, -0.3, 1.2], [2.0, 0.0, -1.0]])
     w = jnp.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]])
     key = jax.random.PRNGKey(7)
-    sample = nx.onehot_sample(key, logits)
+    sample = nm.onehot_sample(key, logits)
     assert np.all(np.asarray(sample).sum(-1) == 1.0)
     assert set(np.unique(np.asarray(sample))) <= {0.0, 1.0}
-    g_sample = jax.grad(lambda lg: jnp.sum(w * nx.onehot_sample(key, lg)))(logits)
+    g_sample = jax.grad(lambda lg: jnp.sum(w * nm.onehot_sample(key, lg)))(logits)
     g_probs = jax.grad(lambda lg: jnp.sum(w * jax.nn.softmax(lg, -1)))(logits)
     np.testing.assert_allclose(g_sample, g_probs, rtol=1e-6, atol=1e-7)
 
@@ -218,15 +218,15 @@ def test_onehot_sample_is_onehot_with_straight_through_gradient():
 def test_onehot_sample_frequencies_follow_probs():
     logits = jnp.log(jnp.array([0.2, 0.5, 0.3]))
     keys = jax.random.split(jax.random.PRNGKey(0), 4000)
-    samples = jax.vmap(lambda k: nx.onehot_sample(k, logits))(keys)
+    samples = jax.vmap(lambda k: nm.onehot_sample(k, logits))(keys)
     np.testing.assert_allclose(np.asarray(samples).mean(0), [0.2, 0.5, 0.3], atol=0.03)
 
 
 def test_onehot_mode_is_argmax_with_probs_gradient():
     logits = jnp.array([0.5, 2.0, -1.0])
-    assert np.array_equal(np.asarray(nx.onehot_mode(logits)), [0.0, 1.0, 0.0])
+    assert np.array_equal(np.asarray(nm.onehot_mode(logits)), [0.0, 1.0, 0.0])
     w = jnp.array([1.0, -2.0, 0.5])
-    g = jax.grad(lambda lg: jnp.sum(w * nx.onehot_mode(lg)))(logits)
+    g = jax.grad(lambda lg: jnp.sum(w * nm.onehot_mode(lg)))(logits)
     g_probs = jax.grad(lambda lg: jnp.sum(w * jax.nn.softmax(lg)))(logits)
     np.testing.assert_allclose(g, g_probs, rtol=1e-6)
 
@@ -237,20 +237,20 @@ def test_onehot_log_prob_entropy_and_kl():
     ls = _log_softmax64(logits)
     p = np.exp(ls)
     value = jax.nn.one_hot(jnp.array([2, 1]), 4)
-    np.testing.assert_allclose(nx.onehot_log_prob(logits, value), [ls[0, 2], ls[1, 1]],
+    np.testing.assert_allclose(nm.onehot_log_prob(logits, value), [ls[0, 2], ls[1, 1]],
                                rtol=1e-6)
-    np.testing.assert_allclose(nx.onehot_entropy(logits), -(p * ls).sum(-1), rtol=1e-6)
+    np.testing.assert_allclose(nm.onehot_entropy(logits), -(p * ls).sum(-1), rtol=1e-6)
     lq = _log_softmax64(other)
-    np.testing.assert_allclose(nx.categorical_kl(logits, other), (p * (ls - lq)).sum(-1),
+    np.testing.assert_allclose(nm.categorical_kl(logits, other), (p * (ls - lq)).sum(-1),
                                rtol=1e-5)
-    np.testing.assert_allclose(nx.categorical_kl(logits, logits), 0.0, atol=1e-7)
+    np.testing.assert_allclose(nm.categorical_kl(logits, logits), 0.0, atol=1e-7)
     # Uniform logits: entropy log(C).
-    np.testing.assert_allclose(nx.onehot_entropy(jnp.zeros(4)), np.log(4.0), rtol=1e-6)
+    np.testing.assert_allclose(nm.onehot_entropy(jnp.zeros(4)), np.log(4.0), rtol=1e-6)
 
 
 def test_onehot_log_prob_has_no_gradient_into_the_value():
     logits = jnp.array([0.5, -0.3, 1.2])
-    g = jax.grad(lambda v: nx.onehot_log_prob(logits, v))(jnp.array([0.0, 1.0, 0.0]))
+    g = jax.grad(lambda v: nm.onehot_log_prob(logits, v))(jnp.array([0.0, 1.0, 0.0]))
     assert np.all(np.asarray(g) == 0.0)
 
 
@@ -262,10 +262,10 @@ def test_bernoulli_soft_label_log_prob():
     x = jnp.array([0.0, 0.3, 1.0, 1.0 - 1 / 333, 0.5])
     p = 1 / (1 + np.exp(-np.asarray(logit, np.float64)))
     want = np.asarray(x) * np.log(p) + (1 - np.asarray(x)) * np.log1p(-p)
-    np.testing.assert_allclose(nx.bernoulli_log_prob(logit, x), want, rtol=1e-6)
-    np.testing.assert_allclose(nx.bernoulli_mean(logit), p, rtol=1e-6)
+    np.testing.assert_allclose(nm.bernoulli_log_prob(logit, x), want, rtol=1e-6)
+    np.testing.assert_allclose(nm.bernoulli_mean(logit), p, rtol=1e-6)
     # Hard labels at infinite logits stay finite (tfp's multiply_no_nan).
-    assert float(nx.bernoulli_log_prob(jnp.float32(-jnp.inf), jnp.float32(0.0))) == 0.0
+    assert float(nm.bernoulli_log_prob(jnp.float32(-jnp.inf), jnp.float32(0.0))) == 0.0
 
 
 # --------------------------------------------------------------------------- Normal
@@ -274,7 +274,7 @@ def test_bernoulli_soft_label_log_prob():
 def test_normal_params_bounds_and_log_prob():
     out = jnp.array([[-5.0, 0.0, 5.0]])
     std_raw = jnp.array([[-50.0, 0.0, 50.0]])
-    mean, std = nx.normal_params(out, std_raw, 0.1, 1.0)
+    mean, std = nm.normal_params(out, std_raw, 0.1, 1.0)
     np.testing.assert_allclose(mean, np.tanh([[-5.0, 0.0, 5.0]]), rtol=1e-6)
     np.testing.assert_allclose(std[0, 0], 0.1, rtol=1e-5)
     np.testing.assert_allclose(std[0, 1], 0.9 / (1 + np.exp(-2.0)) + 0.1, rtol=1e-6)
@@ -282,13 +282,13 @@ def test_normal_params_bounds_and_log_prob():
     x = jnp.array([[0.1, -0.2, 0.9]])
     m64, s64, x64 = (np.asarray(a, np.float64) for a in (mean, std, x))
     want = (-0.5 * ((x64 - m64) / s64) ** 2 - np.log(s64) - 0.5 * np.log(2 * np.pi)).sum(-1)
-    np.testing.assert_allclose(nx.normal_log_prob(mean, std, x), want, rtol=1e-5)
+    np.testing.assert_allclose(nm.normal_log_prob(mean, std, x), want, rtol=1e-5)
     ent = (0.5 + 0.5 * np.log(2 * np.pi) + np.log(s64)).sum(-1)
-    np.testing.assert_allclose(nx.normal_entropy(std), ent, rtol=1e-6)
-    lo, hi = nx.normal_minmax_entropy(3, 0.1, 1.0)
+    np.testing.assert_allclose(nm.normal_entropy(std), ent, rtol=1e-6)
+    lo, hi = nm.normal_minmax_entropy(3, 0.1, 1.0)
     np.testing.assert_allclose([lo, hi], 3 * (0.5 + 0.5 * np.log(2 * np.pi) + np.log([0.1, 1.0])),
                                rtol=1e-6)
-    s = nx.normal_sample(jax.random.PRNGKey(0), mean, std)
+    s = nm.normal_sample(jax.random.PRNGKey(0), mean, std)
     assert s.shape == mean.shape
 
 
@@ -298,30 +298,30 @@ def test_normal_params_bounds_and_log_prob():
 @pytest.mark.parametrize("shape,fan", [((5,), 1), ((3, 4), 3), ((8, 16, 4), 128),
                                        ((3, 3, 2, 8), 18), ((), 1)])
 def test_init_fan_in(shape, fan):
-    assert nx.init_fan_in(shape) == fan
+    assert nm.init_fan_in(shape) == fan
 
 
 def test_truncated_normal_init_bounds_scale_and_zero_outscale():
     key = jax.random.PRNGKey(0)
-    w = np.asarray(nx.truncated_normal_init(key, (256, 512), None, 1.0))
+    w = np.asarray(nm.truncated_normal_init(key, (256, 512), None, 1.0))
     bound = 2 * 1.1368 / np.sqrt(256)
     assert np.abs(w).max() <= bound * (1 + 1e-6)
     # Truncated N(0,1) on [-2, 2] has std 0.8796; 1.1368 undoes that.
     np.testing.assert_allclose(w.std() * np.sqrt(256), 1.0, rtol=0.02)
-    assert np.all(np.asarray(nx.truncated_normal_init(key, (4, 4), 4, 0.0)) == 0.0)
-    scaled = nx.truncated_normal_init(key, (4, 4), 4, 0.5)
-    np.testing.assert_allclose(scaled, 0.5 * nx.truncated_normal_init(key, (4, 4), 4, 1.0))
+    assert np.all(np.asarray(nm.truncated_normal_init(key, (4, 4), 4, 0.0)) == 0.0)
+    scaled = nm.truncated_normal_init(key, (4, 4), 4, 0.5)
+    np.testing.assert_allclose(scaled, 0.5 * nm.truncated_normal_init(key, (4, 4), 4, 1.0))
 
 
 def test_rms_norm_hand_example():
     x = jnp.array([[3.0, 4.0]])
     scale = jnp.array([1.0, 2.0])
     rms = np.sqrt((9 + 16) / 2 + 1e-4)
-    np.testing.assert_allclose(nx.rms_norm(x, scale), [[3 / rms, 8 / rms]], rtol=1e-6)
+    np.testing.assert_allclose(nm.rms_norm(x, scale), [[3 / rms, 8 / rms]], rtol=1e-6)
 
 
 def test_tensorstats():
-    stats = nx.tensorstats(jnp.array([-1.0, 1.0, 3.0]), "adv")
+    stats = nm.tensorstats(jnp.array([-1.0, 1.0, 3.0]), "adv")
     assert set(stats) == {"adv/mean", "adv/std", "adv/mag", "adv/min", "adv/max"}
     np.testing.assert_allclose(stats["adv/mag"], 5 / 3, rtol=1e-6)
     assert float(stats["adv/min"]) == -1.0 and float(stats["adv/max"]) == 3.0

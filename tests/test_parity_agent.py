@@ -1,5 +1,6 @@
-"""Whole-agent parity: fixtures f (world model), g (full loss), h (two train steps) and the
-centered g/h pass with `dreamerjax parity --strict`, and every listed array is compared."""
+"""Whole-agent parity: fixtures f/i (world model), g/i/j (full loss), h/i/j (two train
+steps), the centered g/h and the continuous eps variant pass with `dreamerjax parity
+--strict`, and every listed array is compared."""
 
 from pathlib import Path
 
@@ -10,7 +11,8 @@ from dreamerjax.parity import fixtures, run_parity
 
 REF = Path(__file__).parent / "data" / "reference"
 AGENT = ("wm_loss.npz", "ac_loss.npz", "ac_loss_centered.npz", "update.npz",
-         "update_centered.npz")
+         "update_centered.npz", "wm_loss_image.npz", "ac_loss_image.npz", "update_image.npz",
+         "ac_loss_cont.npz", "update_cont.npz", "ac_loss_cont_eps.npz", "update_cont_eps.npz")
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +44,20 @@ def test_agent_fixtures_are_really_checked(result):
     for k in params:
         assert "u2/" + k[len("u2/state/agent/"):] in names, k
     assert any(n.startswith("ema_u2/mom_mu/") for n in names)
+
+
+def test_image_and_continuous_paths_are_compared(result):
+    rows, _ = result
+    names = {(r.fixture, r.array) for r in rows if r.kind == fixtures.CHECK}
+    for fx in ("wm_loss_image.npz", "ac_loss_image.npz"):
+        for a in ("loss_image", "loss_vector", "diag_dec_image_mode", "diag_embed"
+                  if fx.startswith("wm") else "embed"):
+            assert (fx, a) in names, (fx, a)
+    for fx in ("ac_loss_cont.npz", "ac_loss_cont_eps.npz"):
+        for a in ("diag_imag_actor_mean", "diag_imag_actor_std", "diag_logpi", "diag_actor_ent",
+                  "met/rand/action/mean"):
+            assert (fx, a) in names, (fx, a)
+    u = np.load(REF / "update_cont_eps.npz")
+    moved = [k for k in u.files if k.startswith("u1/state/agent/actor/action/out/")]
+    assert moved and all(("update_cont_eps.npz", "u1/" + k[len("u1/state/agent/"):]) in names
+                         for k in moved)

@@ -73,3 +73,24 @@ def test_agc_off_fails_the_update_check(one_draw):
     # Without AGC the first step's sign(g) * lr is unchanged, but the second moments
     # (g^2 of the unclipped gradient) move.
     assert any(a.startswith("u1/rms_nu/") for a in failing), sorted(failing)[:10]
+
+
+def test_twohot_rounding_bound_covers_both_summation_orders():
+    """The per-row bound the agent checks use for two-hot expectations holds for the
+    reference's own jitted means (fixture a, against float64) and between our two orders
+    on logits that put mass on the outer bins, as the perturbed fixtures do."""
+    import numpy as np
+
+    from dreamerjax import numerics as nm
+
+    d = np.load(Path(REF) / "twohot.npz")
+    bins = nm.twohot_bins(255)
+    ref = agent_checks.compare("twohot.npz", "mean_jit", d["mean_jit"], d["mean_f64"],
+                               agent_checks.twohot_bound(d["logits"], bins, sides=1))
+    assert ref.passed, ref
+    logits = 0.05 * jax.random.normal(jax.random.PRNGKey(0), (512, 255)) * 20
+    exact = jax.jit(nm.twohot_mean)(logits, bins)
+    pairsum = jax.jit(nm.twohot_mean_pairsum)(logits, bins)
+    row = agent_checks.compare("random", "pairsum vs exact", pairsum, exact,
+                               agent_checks.twohot_bound(logits, bins))
+    assert row.passed and row.max_abs > 0, row

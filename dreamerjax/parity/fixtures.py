@@ -156,11 +156,11 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 
 
 def check_twohot(path: Path) -> Iterable[Row]:
-    from dreamerjax import numerics as nx
+    from dreamerjax import numerics as nm
 
     fx = path.name
     d = _load(path)
-    bins = nx.twohot_bins(d["bins_eager"].shape[0])
+    bins = nm.twohot_bins(d["bins_eager"].shape[0])
     bins_np = np.asarray(bins)
     yield Row(fx, "bins_eager (bitwise)", float(np.abs(bins_np - d["bins_eager"]).max()), None,
               "identical float32 bits",
@@ -179,7 +179,7 @@ def check_twohot(path: Path) -> Iterable[Row]:
     p64 = np.exp(d["logits"].astype(np.float64) - d["logits"].max(-1, keepdims=True))
     p64 /= p64.sum(-1, keepdims=True)
     mass = (p64 * np.abs(d["bins_eager"].astype(np.float64))).sum(-1)
-    mean = np.asarray(jax.jit(nx.twohot_mean)(logits, bins))
+    mean = np.asarray(jax.jit(nm.twohot_mean)(logits, bins))
     yield compare(fx, "mean vs mean_f64", mean, d["mean_f64"], atol=4 * EPS * mass,
                   tol="4 eps * sum|p*b| per row")
     yield info(fx, "(ref) mean_jit vs mean_f64", d["mean_jit"], d["mean_f64"],
@@ -191,7 +191,7 @@ def check_twohot(path: Path) -> Iterable[Row]:
               float(np.abs(mean[mirror]).max()), None, "exactly 0.0",
               bool(np.all(mean[mirror] == 0.0)))
 
-    mode = jax.jit(nx.twohot_mode)(logits, bins)
+    mode = jax.jit(nm.twohot_mode)(logits, bins)
     yield compare(fx, "mode_jit", mode, d["mode_jit"], atol=4 * EPS * mass,
                   tol="4 eps * sum|p*b| per row")
 
@@ -201,7 +201,7 @@ def check_twohot(path: Path) -> Iterable[Row]:
     @jax.jit
     def log_prob(lg, tg, b):
         lg = jnp.broadcast_to(lg[:, None, :], (n, tg.shape[0], k))
-        return nx.twohot_log_prob(lg, jnp.broadcast_to(tg, (n, tg.shape[0])), b)
+        return nm.twohot_log_prob(lg, jnp.broadcast_to(tg, (n, tg.shape[0])), b)
 
     yield compare(fx, "log_prob_jit", log_prob(logits, targets, bins), d["log_prob_jit"],
                   atol=1e-6, rtol=4 * EPS, tol="rtol 4 eps + atol 1e-6")
@@ -211,12 +211,12 @@ def check_twohot(path: Path) -> Iterable[Row]:
 
 
 def check_symlog(path: Path) -> Iterable[Row]:
-    from dreamerjax import numerics as nx
+    from dreamerjax import numerics as nm
 
     fx = path.name
     d = _load(path)
     x = jnp.asarray(d["x"])
-    for name, fn in (("symlog", nx.symlog), ("symexp", nx.symexp)):
+    for name, fn in (("symlog", nm.symlog), ("symexp", nm.symexp)):
         ours = np.asarray(jax.jit(fn)(x))
         yield compare(fx, f"{name}_jit", ours, d[f"{name}_jit"], rtol=2 * EPS,
                       tol="rtol 2 eps")
