@@ -468,8 +468,11 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     found = ckpt.latest(run_dir)
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
-    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
-    rets, _ = trainer.evaluate(states.agent.params, 10**6, mode)
+    # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
+    from dreamerjax.policy import stacked_params
+
+    params = stacked_params(run_dir, found[0], config, trainer.setup.spaces, len(seeds))
+    rets, _ = trainer.evaluate(params, 10**6, mode)
     return [{"seed": s, "returns": r.tolist(), "mean": float(r.mean())}
             for s, r in zip(seeds, np.asarray(rets), strict=True)]
 

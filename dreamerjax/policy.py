@@ -173,11 +173,18 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     if not indices:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
     spaces = train_lib.make_setup(config).spaces
-    want = _param_shapes(config, spaces)
-    stacked = _restore_params(run_dir, indices[-1], want, len(seeds))
+    stacked = stacked_params(run_dir, indices[-1], config, spaces, len(seeds))
     params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)
     return Policy(config, spaces, params, seed,
                   source=f"{run_dir} checkpoint {indices[-1]}")
+
+
+def stacked_params(run_dir: str | os.PathLike, index: int, config: Config, spaces,
+                   num_seeds: int) -> dict:
+    """Every seed's agent params [seeds, ...] of checkpoint `index`, read alone (the
+    evaluation path of `dreamerjax eval` and load_policy)."""
+    return _restore_params(Path(run_dir), int(index), _param_shapes(config, spaces),
+                           num_seeds)
 
 
 def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> dict:

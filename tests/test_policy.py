@@ -74,6 +74,25 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
         _play(exported, setup.spec, setup.spaces, key, episodes, mode), got)
 
 
+@pytest.mark.parametrize("mode", ["sample", "mode"])
+def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
+    """`dreamerjax eval` (driver.evaluate_run, params read alone) and load_policy's act
+    give the same returns for the same keys: fold_in(PRNGKey(seed), EVAL_KEY_OFFSET +
+    10**6)."""
+    from dreamerjax import cli, driver
+
+    assert cli.main(["eval", str(run_dir), "--episodes", "2", "--mode", mode]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["seed"] for r in rows] == list(SEEDS)
+    for row in rows:
+        policy = load_policy(run_dir, seed=row["seed"])
+        setup = train_lib.make_setup(policy.config)
+        key = jax.random.fold_in(jax.random.PRNGKey(row["seed"]),
+                                 driver.EVAL_KEY_OFFSET + 10**6)
+        got = _play(policy, setup.spec, setup.spaces, key, 2, mode)
+        assert got.tolist() == row["returns"]
+
+
 def _abstract_state(setup):
     from dreamerjax import driver
 
