@@ -394,6 +394,8 @@ def main(argv=None) -> int:
     result["logs"] = logs
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"side_by_side_{stamp.strftime('%Y%m%d')}.json")
+    if os.path.exists(path):  # a second run that day keeps the first (sorts after it)
+        path = path[:-len(".json")] + f"_{stamp.strftime('%H%M%S')}.json"
     with open(path, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
         f.write("\n")
