@@ -13,9 +13,10 @@ What we write is checked as well as orbax's own commit markers: after orbax comm
 checkpoint, save() writes MANIFEST (every file's size and sha256, through a temporary file
 and a rename) into it; `latest_good` verifies the manifest and orbax's metadata before a
 resume, skips (with a one-line warning) a checkpoint that was truncated or changed on disk,
-and `set_aside` moves such a checkpoint to run_dir/damaged/ rather than deleting it. A
-checkpoint without a manifest (written before manifests, or by a process killed between
-orbax's commit and the manifest) is checked by orbax alone.
+and `set_aside` moves such a checkpoint to run_dir/damaged/ rather than deleting it. The
+saved meta says a manifest follows, so a checkpoint whose save was killed between orbax's
+commit and the manifest counts as damaged too; one written before manifests existed is
+checked by orbax alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -100,6 +102,7 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     sync("dreamerjax_checkpoint_tidy")
     manager = _manager(run_dir)
     testhooks.point("checkpoint", index)
+    threads = set(threading.enumerate())
     try:
         try:
             manager.save(index, args=ocp.args.Composite(
@@ -108,6 +111,12 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
         finally:
             manager.close()  # waits for writes still in flight
     except BaseException:
+        # When one item fails, orbax's threads may still be writing the others: let them
+        # end before tidying (and before the interpreter exits under them, which makes
+        # them print tracebacks after the run's one-line error).
+        deadline = time.monotonic() + 20  # idle pool workers never end: bounded
+        for thread in set(threading.enumerate()) - threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         _remove_partial(run_dir, settle_s=0.2)
         raise
     sync("dreamerjax_checkpoint_saved")
@@ -229,7 +238,11 @@ def set_aside(run_dir: str | os.PathLike, damaged: Iterable[int]) -> list[Path]:
     out = []
     for index in damaged:
         src = Path(run_dir) / CHECKPOINT_DIR / str(int(index))
-        dst = Path(run_dir) / DAMAGED_DIR / f"{int(index)}-{int(time.time())}"
+        stamp = int(time.time())
+        dst = Path(run_dir) / DAMAGED_DIR / f"{int(index)}-{stamp}"
+        while dst.exists():  # the same index set aside twice within a second
+            stamp += 1
+            dst = dst.with_name(f"{int(index)}-{stamp}")
         dst.parent.mkdir(exist_ok=True)
         os.replace(src, dst)
         out.append(dst)

@@ -147,6 +147,9 @@ class TrainArgs:
                                     "run), not both")
             if not Path(self.resume).is_dir():
                 raise ArgumentError(f"--resume {self.resume}: no such run directory")
+            from dreamerjax import runlock  # no JAX: the checks of a run directory's state
+            runlock.check(self.resume, "--resume")
+            runlock.check_not_nonfinite(self.resume)
         else:
             # Processes of a multi-host run share --out; only process 0 (or, with cluster
             # auto-detection, none) can tell it must be empty before the others write.
@@ -158,6 +161,7 @@ class TrainArgs:
             raise ArgumentError("--env must not be empty")
         if self.seeds is not None:
             _check_seeds(self.seeds)
+        _check_limits(self)
         for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -404,6 +408,104 @@ def _check_cnn(mults, minres, resume: bool) -> None:
         raise ArgumentError(f"--cnn-minres must be positive, got {minres}")
 
 
+# Upper bounds: counters are int32 on device; beyond these a value is a typo, and
+# refusing it here costs nothing while finding out later costs a compile.
+INT32_MAX = 2**31 - 1
+LIMITS = {"steps": INT32_MAX, "eval_every": INT32_MAX, "checkpoint_every": INT32_MAX,
+          "num_envs": 2**20, "eval_episodes": 2**20, "train_ratio": 2**20,
+          "devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1,
+          "cnn_minres": 2**12}
+
+
+def _check_limits(args) -> None:
+    for name, limit in LIMITS.items():
+        value = getattr(args, name, None)
+        if value is not None and value > limit:
+            raise ArgumentError(f"--{name.replace('_', '-')} {value}: at most {limit}")
+    if args.seeds is not None and max(args.seeds, default=0) > INT32_MAX:
+        raise ArgumentError(f"--seeds {max(args.seeds)}: at most {INT32_MAX}")
+    if args.cnn_mults is not None and max(args.cnn_mults, default=0) > 2**10:
+        raise ArgumentError(f"--cnn-mults {max(args.cnn_mults)}: at most {2**10}")
+
+
+def _flag_kinds(cls) -> dict[str, tuple[str, Any]]:
+    """--flag -> (kind, type) of a dataclass's fields: ("bool", None), ("one", int | float
+    | str | Path), ("many", element type), ("choice", choices)."""
+    import types
+    import typing
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = {}
+    for field in dataclasses.fields(cls):
+        t = hints[field.name]
+        while typing.get_origin(t) is Annotated:
+            t = typing.get_args(t)[0]
+        if typing.get_origin(t) in (typing.Union, types.UnionType):
+            t = next(a for a in typing.get_args(t) if a is not type(None))
+        if t is bool:
+            kind = ("bool", None)
+        elif typing.get_origin(t) is tuple:
+            kind = ("many", typing.get_args(t)[0])
+        elif typing.get_origin(t) is Literal:
+            kind = ("choice", typing.get_args(t))
+        else:
+            kind = ("one", t)
+        out["--" + field.name.replace("_", "-")] = kind
+        out["--" + field.name] = kind
+    return out
+
+
+def check_flag_values(cls, argv: Sequence[str]) -> None:
+    """ArgumentError (one line, naming the flag) for a value of the wrong type, an empty
+    value, a missing value or an unknown flag: tyro's own messages are multi-line boxes."""
+    kinds = _flag_kinds(cls)
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--") or token == "--help":
+            continue
+        flag, eq, inline = token.partition("=")
+        if flag not in kinds:
+            raise ArgumentError(f"unknown flag {flag} (see --help)")
+        kind, typ = kinds[flag]
+        values = [inline] if eq else []
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        if kind == "bool":
+            if values:
+                raise ArgumentError(f"{flag} takes no value, got {values[0]!r}")
+            continue
+        if not values:
+            raise ArgumentError(f"{flag} needs a value")
+        if kind != "many" and len(values) > 1:
+            raise ArgumentError(f"{flag} takes one value, got {' '.join(values)!r}")
+        for value in values:
+            _check_flag_value(flag, kind, typ, value)
+
+
+def _check_flag_value(flag: str, kind: str, typ: Any, value: str) -> None:
+    if not value.strip():
+        raise ArgumentError(f"{flag} must not be empty")
+    if kind == "choice":
+        if value not in typ:
+            raise ArgumentError(f"{flag} {value!r}: choose one of {', '.join(typ)}")
+        return
+    if typ is int:
+        try:
+            int(value)
+        except ValueError:
+            raise ArgumentError(f"{flag} {value!r}: not an integer") from None
+    elif typ is float:
+        try:
+            float(value)
+        except ValueError:
+            raise ArgumentError(f"{flag} {value!r}: not a number") from None
+    elif typ is Path and "\0" in value:
+        raise ArgumentError(f"{flag} {value!r}: not a path")
+
+
 def _check_seeds(seeds: Sequence[int]) -> None:
     if not seeds:
         raise ArgumentError("--seeds needs at least one seed")
@@ -418,6 +520,8 @@ def _check_new_run_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise ArgumentError(f"--out {path} exists and is not a directory")
     if path.is_dir() and any(path.iterdir()):
+        from dreamerjax import runlock
+        runlock.check(path, "--out")
         raise ArgumentError(f"--out {path} exists and is not empty; continue that run with "
                             f"--resume {path}, or choose another --out")
 
@@ -516,17 +620,67 @@ def train_command(args: TrainArgs) -> int:
         (config, seeds), out, resume = resume_config(args), str(args.resume), True
     else:
         config, seeds, out, resume = config_from_args(args), args.seeds, str(args.out), False
+    preflight(config, seeds, args.devices)
     from dreamerjax import compare, driver
 
-    recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
-                        compile_cache=not args.no_compile_cache,
-                        callbacks=[compare.ProtocolFields()])
+    signals = _stop_on_signals(driver.request_stop)
+    try:
+        recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
+                            compile_cache=not args.no_compile_cache,
+                            callbacks=[compare.ProtocolFields()])
+    finally:
+        _restore_signals(signals)
     if recs:
         last = recs[-len(seeds):]
         print(json.dumps({"rows": last[0]["rows"], "updates": last[0]["updates"],
                           "eval_mean": [r["eval_mean"] for r in last]}))
     print(f"curves: {Path(out) / 'curves.png'}")
-    return 0
+    received = signals["received"]
+    return 128 + received[0] if received else 0
+
+
+def preflight(config, seeds, devices: int) -> None:
+    """What can be refused before the driver is imported and anything compiles: the env
+    id, the setup's checks (train.make_setup) and the replay's memory (memory.py)."""
+    from dreamerjax import envs, memory
+    from dreamerjax import train as train_lib
+
+    try:
+        envs.make_env(config.run.env)
+    except ValueError as e:
+        raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
+    memory.check_replay(train_lib.make_setup(config), len(seeds), devices)
+
+
+def _stop_on_signals(request_stop) -> dict:
+    """SIGTERM / SIGINT ask the driver to stop at its next safe point (after the current
+    log point's checkpoint); a second one ends the process at once (a crash, which a
+    resume also survives). Returns what _restore_signals needs and the signals received."""
+    import signal
+
+    state = {"received": [], "previous": {}}
+
+    def handler(signum, frame):
+        state["received"].append(signum)
+        name = signal.Signals(signum).name
+        print(f"dreamerjax: {name}: stopping after this log point's checkpoint (again to "
+              "stop at once)", file=sys.stderr, flush=True)
+        request_stop(name)
+        signal.signal(signum, signal.SIG_DFL)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            state["previous"][sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: leave the signals alone
+            break
+    return state
+
+
+def _restore_signals(state: dict) -> None:
+    import signal
+
+    for sig, previous in state["previous"].items():
+        signal.signal(sig, previous)
 
 
 def info_command(args: InfoArgs) -> int:
@@ -538,6 +692,11 @@ def info_command(args: InfoArgs) -> int:
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
+    from dreamerjax import memory
+    from dreamerjax.train import make_setup
+
+    have, where = memory.available()
+    print(f"{memory.describe(make_setup(config), 1)} per seed ({memory.fmt(have)} {where})")
     return 0
 
 
@@ -636,18 +795,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as e:
             print(f"dreamerjax {command}: error: {e}", file=sys.stderr)
             return 2
+    if command == "train":
+        try:
+            check_flag_values(TrainArgs, argv[1:])
+        except ArgumentError as e:  # a parse error, as tyro's: SystemExit(2)
+            print(f"dreamerjax train: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     args = parse(argv)
     name = type(args).__name__.removesuffix("Args").lower()
     try:
         return run(args)
     except ArgumentError as e:
-        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
         return 2
-    except (ValueError, FloatingPointError) as e:
+    except (ValueError, FloatingPointError, MemoryError) as e:
         # Bad input found by the implementation (unknown env, impossible config, a
-        # checkpoint of another config, a non-finite loss): a message, not a traceback.
-        print(f"dreamerjax {name}: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, ValueError) else 3
+        # checkpoint of another config, a replay too large, a non-finite loss, a run
+        # directory another process writes): a message, not a traceback.
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
+        return 3 if isinstance(e, FloatingPointError) else 2
+    except OSError as e:
+        # A write that failed (driver.WriteFailed: full disk, quota, read-only directory).
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
+        return 4
+
+
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (some list their problems one per line)."""
+    return " ".join(str(e).split())
 
 
 if __name__ == "__main__":

@@ -457,7 +457,10 @@ def load_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--config {path}: no such file")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--config {path}: cannot be read: {e}") from None
     try:
         if path.suffix == ".json":
             data = json.loads(text)

@@ -14,7 +14,9 @@ every log point and may add fields to its records; their state is kept in the ch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import os
 import shutil
 import sys
@@ -26,7 +28,7 @@ import jax
 import numpy as np
 
 from dreamerjax import checkpoint as ckpt
-from dreamerjax import metric_window, records
+from dreamerjax import memory, metric_window, records, runlock, testhooks
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config, from_dict
 from dreamerjax.train import SeedState, Setup
@@ -242,12 +244,21 @@ def _episodes(ends, seeds, first_tick: int) -> list[dict]:
     return out
 
 
+class NonFiniteLoss(FloatingPointError):
+    """A loss turned NaN or inf: the run stops before that log point's records."""
+
+    def __init__(self, message: str, update: int, seeds: list[int], rows: int):
+        super().__init__(message)
+        self.update, self.seeds, self.rows = update, seeds, rows
+
+
 def _check_finite(bad: np.ndarray, seeds, rows: int, out: str) -> None:
     if (bad >= 0).any():
-        raise FloatingPointError(
-            f"non-finite loss at update {int(bad[bad >= 0].min())} (seeds "
-            f"{[s for s, b in zip(seeds, bad, strict=True) if b >= 0]}); stopped at row "
-            f"{rows}; the last good checkpoint in {out} is kept")
+        update = int(bad[bad >= 0].min())
+        which = [s for s, b in zip(seeds, bad, strict=True) if b >= 0]
+        raise NonFiniteLoss(
+            f"non-finite loss at update {update} (seeds {which}); stopped at row "
+            f"{rows}; the last good checkpoint in {out} is kept", update, which, rows)
 
 
 def log_point(run: Run, states: SeedState, ends, log_index: int, wall: float
@@ -354,6 +365,121 @@ def _rebuild_tensorboard(out: str, writer) -> None:
         writer.add_scalars(r["seed"], r["rows"], records.tb_scalars(r))
 
 
+# ----------------------------------------------------------------------------- safety
+
+
+_stop: list[str] = []  # why a stop was requested (request_stop), in order
+
+
+def request_stop(reason: str) -> None:
+    """Ask the running train() to stop at its next safe point: after the current log
+    point's records and its checkpoint (saved then even off the checkpoint_every
+    schedule). Safe from a signal handler (the CLI's SIGTERM / SIGINT) or a callback."""
+    _stop.append(reason)
+
+
+def stop_requested() -> str | None:
+    """The first reason a stop was requested in this train() call, or None."""
+    return _stop[0] if _stop else None
+
+
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO,
+                         errno.EFBIG, errno.EPERM})
+DISK_WORDS = ("No space left", "Disk quota", "Read-only file system", "Permission denied",
+              "Input/output error")
+
+
+class WriteFailed(OSError):
+    """A write of the run directory failed (a full disk, a quota, a read-only or
+    unwritable directory): the run stopped, its last good checkpoint is intact."""
+
+
+def _write_error(e: BaseException) -> BaseException | None:
+    """The OSError (or a library's error quoting one) behind e, if e is a failed write."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
+            return e
+        if any(w in str(e) for w in DISK_WORDS):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _last_good_text(out: str) -> str:
+    try:
+        found = ckpt.indices(out)
+        index = found[-1] if found else None
+        rows = ckpt.read_meta(out, index)["rows"] if index is not None else None
+    except Exception:  # noqa: BLE001 - a report of what is left must not fail itself
+        index = rows = None
+    if index is None:
+        return "it has no checkpoint yet (a --resume starts it again from row 0)", None, None
+    return (f"its last good checkpoint is {os.path.join(out, ckpt.CHECKPOINT_DIR, str(index))}"
+            f" (row {rows})"), index, rows
+
+
+def _guarded(fn):
+    """train() with its run directory's guards: one writer (runlock), a failed write
+    turned into WriteFailed naming the last good checkpoint, a non-finite loss leaving
+    a marker that --resume refuses."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        out, resume = str(bound.arguments["out"]), bool(bound.arguments["resume"])
+        primary = jax.process_index() == 0
+        if resume:
+            runlock.check_not_nonfinite(out)
+        if primary:
+            runlock.acquire(out, "--resume" if resume else "--out")
+        try:
+            return fn(*args, **kwargs)
+        except NonFiniteLoss as e:
+            text, index, rows = _last_good_text(out)
+            if primary:
+                with contextlib.suppress(OSError):
+                    runlock.write_nonfinite_stop(out, {
+                        "update": e.update, "rows": e.rows, "seeds": e.seeds,
+                        "last_good_checkpoint": index, "last_good_rows": rows})
+            raise NonFiniteLoss(f"{e}: {text}; --resume refuses this run (it would repeat "
+                                "the same loss)", e.update, e.seeds, e.rows) from e
+        except Exception as e:
+            cause = _write_error(e)
+            if cause is None:
+                raise
+            text = _last_good_text(out)[0]
+            raise WriteFailed(f"writing the run directory failed ({cause}); the run "
+                              f"stopped; {text}: make room and continue with `dreamerjax "
+                              f"train --resume {out}`") from e
+        finally:
+            _stop.clear()  # a stop asked for belongs to this call only
+            if primary:
+                runlock.release(out)
+
+    return wrapper
+
+
+def _resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
+    """The checkpoint a resume continues from: the newest that verifies (checkpoint.py);
+    newer damaged ones are moved to run_dir/damaged/ (a warning each), so the files are
+    cut back to the good one's offsets and its log points run again."""
+    found, damaged = ckpt.latest_good(out)
+    if damaged and primary:
+        for path in ckpt.set_aside(out, damaged):
+            print(f"dreamerjax: warning: moved the damaged checkpoint to {path}",
+                  file=sys.stderr)
+    ckpt.sync("dreamerjax_resume_point")
+    return found
+
+
+@_guarded
 def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int = 1, progress: bool = True, compile_cache: bool = True,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
@@ -369,12 +495,13 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
     setup = train_lib.make_setup(config)
+    memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     enable_compile_cache(compile_cache)
     run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
-    found = ckpt.latest(out) if resume else None
+    found = _resume_point(out, run.primary) if resume else None
     positions = found[1].get("positions") if found else None
     if resume and found is None:
         positions = {"records_bytes": 0, "episodes_bytes": 0}  # killed before a checkpoint
@@ -398,21 +525,30 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
                     stop_after_rows:
                 break
             tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
+            testhooks.point("chunk", log_index)
             states, ends = run.trainer.chunk(states, log_index)
             point, host = log_point(run, states, ends, log_index, time.time() - t0)
             for cb in run.callbacks:
                 cb.on_log(point)
             writer.add_episodes(point.episodes)
+            testhooks.point("records")
             writer.add_records(point.records)
+            testhooks.point("tensorboard")
             for r in point.records:
                 writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
             written += point.records
             if report and run.primary:
                 write_report(run, states, point, writer)
             states = states.replace(window=metric_window.reset(states.window))
-            if _should_checkpoint(config, log_index, run.num_logs):
+            stop = stop_requested()
+            if _should_checkpoint(config, log_index, run.num_logs) or (
+                    stop and config.run.checkpoint_every > 0):
                 wall = time.time() - t0
                 ckpt.save(out, log_index, states, _meta(run, point, host, writer, wall))
+            if stop:
+                _say_stopped(stop, out, point.rows, config.run.checkpoint_every > 0,
+                             run.primary)
+                break
             done = point.records[-1]["updates"] - (
                 updates0 if updates0 is not None else start_updates(found))
             line = status_line(point, done / max(time.time() - tick0, 1e-9))
@@ -428,6 +564,18 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         plots.plot_run(out)
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
+
+
+def _say_stopped(reason: str, out: str, rows: int, saved: bool, primary: bool) -> None:
+    testhooks.point("stopped")
+    if not primary:
+        return
+    if saved:
+        print(f"dreamerjax: {reason}: stopped at row {rows} after its checkpoint; continue "
+              f"with: dreamerjax train --resume {out}", file=sys.stderr)
+    else:
+        print(f"dreamerjax: {reason}: stopped at row {rows}; this run writes no "
+              "checkpoints (--checkpoint-every 0), so it cannot be resumed", file=sys.stderr)
 
 
 def start_updates(found) -> int:

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from dreamerjax import testhooks
+
 RECORDS_FILE = "records.jsonl"
 EPISODES_FILE = "episodes.jsonl"
 CONFIG_FILE = "config.json"
 TB_DIR = "tb"
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -222,11 +223,21 @@ def episode_row(seed: int, worker: int, row_last: int, length: int, score: float
 # The writer
 
 
-def _fsync_append(path: Path, lines: list[str]) -> None:
+def _fsync_append(path: Path, lines: list[str], hook: str | None = None) -> None:
+    """Append lines and fsync. An OSError (a full disk, a read-only directory) propagates:
+    what reached the file is cut back to the checkpoint's offsets on resume. hook: the
+    test point that stops a write half-way (testhooks; a torn line)."""
     if not lines:
         return
+    text = "".join(line + "\n" for line in lines)
     with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
+        if hook is not None and testhooks.armed(hook):
+            f.write(text[:len(text) // 2])
+            f.flush()
+            os.fsync(f.fileno())
+            testhooks.point(hook)
+            text = text[len(text) // 2:]
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
 
@@ -277,7 +288,7 @@ class RunWriter:
         os.replace(tmp, path)
 
     def add_records(self, rows: Iterable[Mapping]) -> None:
-        _fsync_append(self.records_path, [dumps(r) for r in rows])
+        _fsync_append(self.records_path, [dumps(r) for r in rows], hook="records_line")
 
     def add_episodes(self, rows: Iterable[Mapping]) -> None:
         """rows: episodes.jsonl dicts (episode_row)."""
