@@ -8,10 +8,14 @@ JAX starts its backend).
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    # dreamerjax.load_policy, imported on first use so that `import dreamerjax` stays light.
-    if name == "load_policy":
-        from dreamerjax.policy import load_policy
+# The Python API, imported on first use so that `import dreamerjax` stays light. (Training
+# itself is dreamerjax.driver.train: the name `dreamerjax.train` is the per-seed module.)
+_API = {"load_policy": "dreamerjax.policy", "make_config": "dreamerjax.train"}
 
-        return load_policy
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'dreamerjax' has no attribute {name!r}")

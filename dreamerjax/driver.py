@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
+from dreamerjax import agent as agent_lib
 from dreamerjax import checkpoint as ckpt
 from dreamerjax import memory, metric_window, records, runlock, testhooks
 from dreamerjax import train as train_lib
@@ -303,34 +304,26 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
     return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
 
 
-WORLD_MODEL_TERMS = ("reward", "cont", "dyn", "rep")
-NOT_WORLD_MODEL = ("actor", "critic", "replay_critic", "pos", "neg")
+NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 
 
-def world_model_loss(train: Mapping, config: Config) -> float | None:
+def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | None:
     """The scaled world-model loss of a window's means: the decoder terms (one per
-    observation key) + reward + cont + dyn + rep, each times its loss scale."""
-    scales = config.agent.loss_scales
-    total, seen = 0.0, False
-    for name, value in train.items():
-        if not name.endswith("_loss") or value is None:
-            continue
-        term = name.removesuffix("_loss")
-        if term in NOT_WORLD_MODEL or "/" in term:
-            continue
-        total += value * (getattr(scales, term) if term in WORLD_MODEL_TERMS else scales.dec)
-        seen = True
-    return total if seen else None
+    observation key) + reward + cont + dyn + rep, each times its loss scale (scales:
+    agent.loss_scales)."""
+    terms = [(train.get(f"{k}_loss"), w) for k, w in scales.items() if k not in NOT_WORLD_MODEL]
+    terms = [(v, w) for v, w in terms if v is not None]
+    return sum(v * w for v, w in terms) if terms else None
 
 
-def status_line(point: LogPoint, updates_per_s: float) -> str:
-    """One grep-able line per log point (means over seeds)."""
+def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, float]) -> str:
+    """One grep-able line per log point (means over seeds); scales: agent.loss_scales."""
     def mean(values):
         values = [v for v in values if v is not None]
         return float(np.mean(values)) if values else float("nan")
 
     recs = point.records
-    wm = mean(world_model_loss(r["train"], point.config) for r in recs)
+    wm = mean(world_model_loss(r["train"], scales) for r in recs)
     return (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
             f"eval_return {mean(r['eval_mean'] for r in recs):.1f} "
             f"train_return {mean(r['train_return'] for r in recs):.1f} "
@@ -437,6 +430,7 @@ def _guarded(fn):
         primary = jax.process_index() == 0
         if resume:
             runlock.check_not_nonfinite(out)
+        existed = os.path.exists(out)
         if primary:
             runlock.acquire(out, "--resume" if resume else "--out")
         try:
@@ -462,6 +456,9 @@ def _guarded(fn):
             _stop.clear()  # a stop asked for belongs to this call only
             if primary:
                 runlock.release(out)
+                if not existed:  # refused before writing (e.g. memory): leave no trace
+                    with contextlib.suppress(OSError):
+                        os.rmdir(out)
 
     return wrapper
 
@@ -551,7 +548,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
                 break
             done = point.records[-1]["updates"] - (
                 updates0 if updates0 is not None else start_updates(found))
-            line = status_line(point, done / max(time.time() - tick0, 1e-9))
+            line = status_line(point, done / max(time.time() - tick0, 1e-9),
+                               agent_lib.loss_scales(config.agent, setup.spaces))
             if bar is not None:
                 bar.update(config.run.eval_every)
                 bar.write(line, file=sys.stderr)

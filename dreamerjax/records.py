@@ -34,6 +34,7 @@ CONFIG_FILE = "config.json"
 TB_DIR = "tb"
 
 
+
 # ---------------------------------------------------------------------------------------
 # JSON helpers
 
@@ -312,6 +313,17 @@ class RunWriter:
             writer.add_scalar(tag, float(np.asarray(value)), global_step=int(step))
         writer.flush()
 
+    def add_image(self, seed: int, step: int, tag: str, png: str | os.PathLike) -> None:
+        """A PNG file as a TensorBoard image of one seed at `step`."""
+        if not self._tensorboard:
+            return
+        import imageio.v3 as iio
+
+        self.add_scalars(seed, step, {})  # opens the seed's writer
+        image = np.asarray(iio.imread(png))[..., :3]
+        self._tb[int(seed)].add_image(tag, image, global_step=int(step), dataformats="HWC")
+        self._tb[int(seed)].flush()
+
     def positions(self) -> dict:
         """Where the files end now; store it in a checkpoint's meta for `resume`."""
         def size(p: Path) -> int:
@@ -347,7 +359,8 @@ def read_scalars(run_dir: str | os.PathLike) -> dict[int, list[tuple[str, int, f
                 pos += 12 + length + 4
                 event = event_pb2.Event.FromString(body)
                 for v in event.summary.value:
-                    points.append((v.tag, int(event.step), float(v.simple_value)))
+                    if v.WhichOneof("value") == "simple_value":  # not images
+                        points.append((v.tag, int(event.step), float(v.simple_value)))
     return out
 
 
@@ -369,6 +382,9 @@ class NullWriter(RunWriter):
         pass
 
     def add_scalars(self, seed: int, step: int, scalars: Mapping) -> None:
+        pass
+
+    def add_image(self, seed: int, step: int, tag: str, png: str | os.PathLike) -> None:
         pass
 
     def positions(self) -> dict:

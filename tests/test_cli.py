@@ -162,13 +162,17 @@ def test_demo_runs_train(tmp_path, monkeypatch, capsys):
         (args.out / "curves.png").write_bytes(b"")
         return 0
 
+    from dreamerjax import driver
+
     monkeypatch.setattr(cli, "train_command", train_command)
+    monkeypatch.setattr(driver, "eval_artifacts", lambda run, report, video: [video])
     out = tmp_path / "demo"
     assert cli.main(["demo", "--out", str(out)]) == 0
     args = seen["args"]
-    assert args.steps % args.eval_every == 0 and args.eval_every % 16 == 0
-    assert args.seeds == (0,) and args.size == "1m"
-    assert str(out / "curves.png") in capsys.readouterr().out
+    assert args.steps % args.eval_every == 0 and args.eval_every % args.num_envs == 0
+    assert args.seeds == (0,) and args.size == "1m" and not args.tiny
+    printed = capsys.readouterr().out
+    assert str(out / "curves.png") in printed and str(out / "episode.mp4") in printed
     # a second demo into the same directory is refused before training
     assert cli.main(["demo", "--out", str(out)]) == 2
 

@@ -39,12 +39,12 @@ SCRIPT = textwrap.dedent("""
     res["init_devices"] = sorted({len(x.sharding.device_set) for x in jax.tree.leaves(st)})
     res["shard_rows"] = sorted({s.data.shape[0] for x in jax.tree.leaves(st)
                                 for s in x.addressable_shards})
-    owed = jnp.asarray(tr.owed[:tr.setup.ticks_per_log])
-    compiled = tr._chunk.lower(st, owed).compile()
+    due = jnp.asarray(tr.updates_due[:tr.setup.ticks_per_log])
+    compiled = tr._chunk.lower(st, due).compile()
     hlo = compiled.as_text()
     res["collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
                                         "collective-permute", "reduce-scatter") if op in hlo]
-    st2, ends = compiled(st, owed)
+    st2, ends = compiled(st, due)
     res["chunk_shardings"] = specs(st2)
     res["ends_shardings"] = specs(ends)
     print(json.dumps(res))

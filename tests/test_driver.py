@@ -153,9 +153,12 @@ def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
 def test_status_line_is_one_greppable_line(whole):
     recs = records.read_records(whole)[-2:]
     point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
-    line = driver.status_line(point, 2.5)
+    from dreamerjax import agent
+
+    scales = agent.loss_scales(_cfg().agent, make_setup(_cfg()).spaces)
+    line = driver.status_line(point, 2.5, scales)
     assert "\n" not in line and line.startswith("[dreamerjax] rows 1600 updates 281")
-    wm = driver.world_model_loss(recs[0]["train"], _cfg())
+    wm = driver.world_model_loss(recs[0]["train"], scales)
     t = recs[0]["train"]
     assert wm == pytest.approx(t["vector_loss"] + t["reward_loss"] + t["cont_loss"]
                                + t["dyn_loss"] + 0.1 * t["rep_loss"])
@@ -173,3 +176,38 @@ def test_eval_of_a_run_uses_its_latest_checkpoint(whole):
     assert [r["seed"] for r in rows] == [0, 1]
     assert all(len(r["returns"]) == 2 and r["mean"] > 0 for r in rows)
     assert os.path.isdir(whole / "checkpoints")
+
+
+def test_open_loop_report_and_videos(whole, tmp_path):
+    """The report written at the last log point, and `eval --report --video` artefacts."""
+    import imageio.v3 as iio
+
+    png = whole / "report" / "openl_vector.png"
+    assert png.exists() and iio.imread(png).shape[-1] in (3, 4)
+    for name in ("episode.gif", "episode.mp4"):
+        files = driver.eval_artifacts(str(whole), report=True, video=tmp_path / name)
+        assert tmp_path / name in files and png in files
+        frames = iio.imread(tmp_path / name)
+        assert frames.ndim == 4 and frames.shape[1:3] == (256, 256) and len(frames) >= 10
+
+
+def test_open_loop_strip_of_image_keys(tmp_path):
+    """Image keys: a PNG strip and a GIF of truth | prediction | error per sequence."""
+    import imageio.v3 as iio
+
+    from dreamerjax import report
+
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(size=(8, 12, 16, 16, 3)).astype(np.float32)
+    rep = {"context": 6, "truth/image": truth, "pred/image": truth * 0.5,
+           "reward": np.zeros((8, 12)), "pred_reward": np.zeros((8, 12)),
+           "cont": np.ones((8, 12)), "pred_cont": np.ones((8, 12))}
+    files = report.write_openl(rep, tmp_path)
+    assert sorted(p.name for p in files) == ["openl_image.gif", "openl_image.png"]
+    strip = iio.imread(tmp_path / "openl_image.png")
+    assert strip.shape == (3 * 16, 12 * 6 * 16, 3)  # [3H, T * S * W, RGB]
+    gif = iio.imread(tmp_path / "openl_image.gif")
+    assert gif.shape[0] == 12
+    # the error column of a perfect prediction is mid-grey
+    frames = report.image_strip(truth, truth)
+    assert np.all(np.abs(frames[:, 32:48].astype(int) - 128) <= 1)
