@@ -165,13 +165,23 @@ def test_atari_noops_vary_the_reset_and_time_limit_is_a_truncation():
 # ----------------------------------------------------------------------------- DMC
 
 
-def test_dmc_cartpole_swingup_repeat_and_image():
+def _dmc_with_images():
+    """DMCEnv("cartpole_swingup"), or a skip when MuJoCo finds no OpenGL to render with
+    (Mesa's EGL is a system package: .ci/run installs it)."""
     pytest.importorskip("dm_control")
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from dm_control import suite
-
     from dreamerjax.envs.dmc import DMCEnv
     env = DMCEnv("cartpole_swingup")
+    try:
+        env.physics.render(8, 8, camera_id=0)
+    except Exception as e:  # noqa: BLE001 - the GL stack fails in several ways
+        pytest.skip(f"MuJoCo cannot render with MUJOCO_GL={os.environ['MUJOCO_GL']}: {e}")
+    return env
+
+
+def test_dmc_cartpole_swingup_repeat_and_image():
+    env = _dmc_with_images()
+    from dm_control import suite
     assert env.spec.obs_space == (("position", (3,), "float32"),
                                   ("velocity", (2,), "float32"),
                                   ("image", (64, 64, 3), "uint8"))
