@@ -184,7 +184,7 @@ def spaces_of(spec: EnvSpec, enc_spaces: str = ".*", dec_spaces: str = ".*"):
 class CollectorState:
     """One env's collector state (vmap adds leading axes)."""
 
-    env_state: Any  # the suite's env state
+    env_state: Any  # the suite's env state, its zero-size arrays dropped (None)
     is_last: jax.Array  # bool: the last emitted row ended an episode -> next call resets
     length: jax.Array  # int32: steps taken in the current episode
     score: jax.Array  # float32: sum of the current episode's step rewards
@@ -258,15 +258,29 @@ def from_env_action(spec: EnvSpec, env_action: jax.Array) -> jax.Array:
     return (a - low) / (high - low) * 2.0 - 1.0
 
 
-def _zero_stats(spec: EnvSpec) -> dict:
-    return {n: jnp.zeros((), jnp.dtype(t)) for n, t in spec.episode_keys}
+@functools.cache
+def _state_template(spec: EnvSpec):
+    """Shapes and dtypes of the suite's env state (from tracing its reset)."""
+    return jax.eval_shape(spec.reset, jax.random.PRNGKey(0))[0]
+
+
+def _pack(env_state):
+    """The suite's env state without its zero-size arrays (None in their place): MJX's
+    Data has some (e.g. `act` without activations), and orbax cannot save them."""
+    return jax.tree.map(lambda x: None if jnp.size(x) == 0 else x, env_state)
+
+
+def _unpack(spec: EnvSpec, packed):
+    """`_pack`'s inverse: the zero-size arrays rebuilt from the state's template."""
+    return jax.tree.map(lambda t, x: jnp.zeros(t.shape, t.dtype) if x is None else x,
+                        _state_template(spec), packed, is_leaf=lambda x: x is None)
 
 
 def collector_init(spec: EnvSpec, key: jax.Array) -> tuple[CollectorState, Row]:
     """Reset the env and emit its first row (reset obs, reward 0, is_first)."""
     env_state, obs = spec.reset(key)
     state = CollectorState(
-        env_state=jax.tree.map(_fixed_dtype, env_state),
+        env_state=_pack(jax.tree.map(_fixed_dtype, env_state)),
         is_last=jnp.asarray(False),
         length=jnp.asarray(0, jnp.int32),
         score=jnp.asarray(0.0, jnp.float32),
@@ -319,7 +333,7 @@ def collector_step_envs(
 def _advance(spec: EnvSpec, state: CollectorState, action, key_step, reset_out):
     """One env's next row given its step key and a reset (used where state.is_last)."""
     reset_env_state, reset_obs = reset_out
-    out = spec.step(key_step, state.env_state, to_env_action(spec, action),
+    out = spec.step(key_step, _unpack(spec, state.env_state), to_env_action(spec, action),
                     state.length + 1)
     terminated = jnp.asarray(out.terminated, bool)
     is_last = terminated | jnp.asarray(out.truncated, bool)
@@ -340,7 +354,7 @@ def _advance(spec: EnvSpec, state: CollectorState, action, key_step, reset_out):
     new_state = CollectorState(
         env_state=jax.tree.map(
             lambda a, b, old: pick(a, b).astype(old.dtype),
-            reset_env_state, out.env_state, state.env_state),
+            _pack(reset_env_state), _pack(out.env_state), state.env_state),
         is_last=row["is_last"],
         length=length,
         score=score,
