@@ -167,16 +167,19 @@ class HostTrainer(Trainer):
     """The compiled driver's Trainer for host envs: init, chunk and evaluate replaced, the
     rest (report, key derivations, metric names, schedule) inherited.
 
-    parallel: one worker process per env (else all step in this process); timeout: seconds
-    a worker may take for one command before the run stops with an error.
+    parallel: one worker process per env (else all step in this process, the default,
+    cheapest for envs such as CartPole and on a 2-core machine); timeout: seconds a
+    worker may take for one command before the run stops with an error.
     """
 
-    parallel: bool = False
+    parallel: bool | None = None  # None: the config's run.driver_parallel if it has one
     timeout: float = 300.0
 
     def __post_init__(self):
         if self.devices != 1:
             raise ValueError("--devices: host environments run on one device")
+        if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
+            self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
         super().__post_init__()  # jit is lazy: the compiled chunk and evaluate never trace
         setup = self.setup
         names = self.metric_names
