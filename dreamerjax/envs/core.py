@@ -272,8 +272,9 @@ def _pack(env_state):
 
 def _unpack(spec: EnvSpec, packed):
     """`_pack`'s inverse: the zero-size arrays rebuilt from the state's template."""
-    return jax.tree.map(lambda t, x: jnp.zeros(t.shape, t.dtype) if x is None else x,
-                        _state_template(spec), packed, is_leaf=lambda x: x is None)
+    def one(t, x):  # t is None where the suite's own state has a None field
+        return jnp.zeros(t.shape, t.dtype) if x is None and t is not None else x
+    return jax.tree.map(one, _state_template(spec), packed, is_leaf=lambda x: x is None)
 
 
 def collector_init(spec: EnvSpec, key: jax.Array) -> tuple[CollectorState, Row]:
