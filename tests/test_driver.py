@@ -150,25 +150,27 @@ def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
     assert [r["log_points_seen"] for r in records.read_records(out)] == [1, 2]
 
 
-def test_status_line_is_one_greppable_line(whole):
-    recs = records.read_records(whole)[-2:]
-    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+def test_status_line_is_one_greppable_line():
     from dreamerjax import agent
 
+    train = {"vector_loss": 1.0, "reward_loss": 2.0, "cont_loss": 3.0, "dyn_loss": 4.0,
+             "rep_loss": 5.0, "actor_loss": 100.0, "critic_loss": 200.0,
+             "replay_critic_loss": 300.0, "ent/action/mean": 0.5}
+    recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
+            for s in (0, 1)]
+    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
     scales = agent.loss_scales(_cfg().agent, make_setup(_cfg()).spaces)
     line = driver.status_line(point, 2.5, scales)
-    assert "\n" not in line and line.startswith("[dreamerjax] rows 1600 updates 281")
-    wm = driver.world_model_loss(recs[0]["train"], scales)
-    t = recs[0]["train"]
-    assert wm == pytest.approx(t["vector_loss"] + t["reward_loss"] + t["cont_loss"]
-                               + t["dyn_loss"] + 0.1 * t["rep_loss"])
+    assert line == ("[dreamerjax] rows 1600 updates 281 eval_return 10.5 train_return 20.0 "
+                    "wm_loss 10.500 actor_entropy 0.500 updates/s 2.50")
+    assert driver.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
 
 
 def test_bad_config_is_refused_before_compiling():
     with pytest.raises(ValueError, match="Unknown|unknown"):
         make_setup(make_config("NoSuchEnv-v0", tiny=True))
     with pytest.raises(ValueError, match="must divide steps"):
-        make_setup(_cfg(steps=1000))
+        make_setup(make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800))
 
 
 def test_eval_of_a_run_uses_its_latest_checkpoint(whole):
