@@ -436,15 +436,19 @@ def _guarded(fn):
         try:
             return fn(*args, **kwargs)
         except NonFiniteLoss as e:
+            _close_progress_bars()
             text, index, rows = _last_good_text(out)
             if primary:
                 with contextlib.suppress(OSError):
                     runlock.write_nonfinite_stop(out, {
                         "update": e.update, "rows": e.rows, "seeds": e.seeds,
                         "last_good_checkpoint": index, "last_good_rows": rows})
-            raise NonFiniteLoss(f"{e}: {text}; --resume refuses this run (it would repeat "
-                                "the same loss)", e.update, e.seeds, e.rows) from e
+            raise NonFiniteLoss(
+                f"non-finite loss at update {e.update} (seeds {e.seeds}); stopped at row "
+                f"{e.rows}; {text}; --resume refuses this run (it would repeat the same "
+                "loss)", e.update, e.seeds, e.rows) from e
         except Exception as e:
+            _close_progress_bars()
             cause = _write_error(e)
             if cause is None:
                 raise
@@ -461,6 +465,14 @@ def _guarded(fn):
                         os.rmdir(out)
 
     return wrapper
+
+
+def _close_progress_bars() -> None:
+    """End a progress bar an exception left open, so the error starts its own line."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", None) or ()):
+        with contextlib.suppress(Exception):
+            bar.close()
 
 
 def _resume_point(out: str, primary: bool) -> tuple[int, dict] | None:

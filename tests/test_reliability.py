@@ -137,8 +137,10 @@ class Proc:
                 self._seen.wait(min(left, 1.0))
 
     def finish(self, timeout: float = TIMEOUT) -> int:
-        self.stdout, _ = self.popen.communicate(timeout=timeout)
-        self._reader.join(5)
+        # Not communicate(): it would read stderr too, away from the reader thread.
+        self.stdout = self.popen.stdout.read()
+        self.popen.wait(timeout=timeout)
+        self._reader.join(30)
         return self.popen.returncode
 
     def text(self) -> str:

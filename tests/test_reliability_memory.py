@@ -1,0 +1,83 @@
+"""Memory before allocating (issue 18): the replay's bytes equal the replay the state
+holds, and a run whose replay cannot fit is refused before anything compiles, with the
+figure and the machine's free memory."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import jax
+import pytest
+
+from dreamerjax import cli, memory
+from dreamerjax import train as train_lib
+from dreamerjax.train import make_config
+
+
+def _setup(**run):
+    return train_lib.make_setup(make_config("CartPole-v1", tiny=True, steps=1200,
+                                            eval_every=400, **run))
+
+
+def test_replay_bytes_equal_the_replay_the_state_holds():
+    setup = _setup()
+    state = jax.eval_shape(lambda k: train_lib.init_seed(setup, k), jax.random.PRNGKey(0))
+    data = jax.tree.leaves(state.replay.data)
+    held = sum(math.prod(x.shape) * x.dtype.itemsize for x in data)
+    assert memory.replay_bytes(setup, 1) == held == 16 * 75 * memory.row_bytes(setup)
+    assert memory.replay_bytes(setup, 3) == 3 * held
+    assert memory.describe(setup, 3).startswith("replay: 3 seeds x 16 envs x 75 rows x ")
+
+
+def test_available_is_a_positive_figure():
+    have, where = memory.available()
+    assert have > 0 and where
+    assert 0 < memory.host_available()
+    assert memory.fmt(1536) == "1.5 KiB" and memory.fmt(12) == "12 B"
+
+
+def _too_big_capacity(setup) -> int:
+    """Rows per env whose replay (one seed) is twice what the machine has free."""
+    return 2 * memory.available()[0] // (setup.run.num_envs * memory.row_bytes(setup)) + 1
+
+
+def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
+    from dreamerjax import driver
+
+    setup = _setup()
+    config = make_config("CartPole-v1", tiny=True, steps=1200, eval_every=400,
+                         replay_capacity=_too_big_capacity(setup))
+
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("a Trainer was built (compiling) for a replay that cannot fit")
+
+    monkeypatch.setattr(driver, "make_trainer", no_trainer)
+    with pytest.raises(MemoryError) as err:
+        driver.train(config, (0,), str(tmp_path / "run"), progress=False,
+                     compile_cache=False)
+    message = str(err.value)
+    assert "does not fit" in message
+    assert "available host memory" in message or "free on" in message
+    assert "GiB" in message or "TiB" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, capsys):
+    rows = _too_big_capacity(_setup())
+    monkeypatch.setitem(sys.modules, "dreamerjax.driver", None)
+    code = cli.main(["train", "--out", str(tmp_path / "run"), "--tiny", "--steps", "1200",
+                     "--eval-every", "400", "--set", f"run.replay_capacity={rows}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.count("\n") == 0 and err.startswith("dreamerjax train: error: replay: 1 seeds")
+    assert f"x {rows:,} rows x" in err and "does not fit" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_info_prints_the_replay(capsys):
+    assert cli.main(["info", "--tiny"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("replay: ")]
+    assert "per seed" in line
+    assert "available host memory" in line or "free on" in line
