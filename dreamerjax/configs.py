@@ -524,7 +524,7 @@ NAMED: dict[str, dict[str, Any]] = {
                     "run.steps": 3e5, "env.dmc.image": False},
     # :239-245
     "dmc_vision": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
-                   "run.steps": 6e5},
+                   "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
     # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
     "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
               "batch_size": 4, "batch_length": 12, "replay.size": 1e4,

@@ -459,3 +459,14 @@ def test_config_checks_do_not_import_jax():
             "configs.resolve(['dmc_proprio'], ['opt.lr=1e-4']); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dmc_vision_encodes_and_decodes_only_the_image():
+    """configs.yaml:244-245 @29eb964: dmc_vision sets enc.spaces and dec.spaces to 'image'
+    (the env also emits the proprioceptive keys)."""
+    from dreamerjax import configs
+
+    config, _ = configs.resolve(["dmc_vision"])
+    assert (config.agent.enc_spaces, config.agent.dec_spaces) == ("image", "image")
+    config, _ = configs.resolve(["dmc_proprio"])
+    assert (config.agent.enc_spaces, config.agent.dec_spaces) == (".*", ".*")
