@@ -34,12 +34,10 @@ from dreamerjax import agent as agent_lib
 from dreamerjax import envs as envs_lib
 from dreamerjax import metric_window, schema
 from dreamerjax import replay as replay_lib
-from dreamerjax import schedule as schedule_lib
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config
 from dreamerjax.driver import EVAL_KEY_OFFSET, Trainer
 from dreamerjax.envs import host as host_lib
-from dreamerjax.numerics import TWOHOT_MEANS
 from dreamerjax.train import SeedState, Setup
 
 # ----------------------------------------------------------------------------- setup
@@ -74,23 +72,10 @@ def make_host_setup(config: Config) -> Setup:
     finally:
         env.close()
     spaces = spaces_of(spec, config)
-    from dreamerjax import nets
-    for name in spaces.enc_image_keys:
-        nets.cnn_strides(config.agent.enc, dict((n, s) for n, s, _ in spec.obs_space)[name][0])
-    if config.agent.twohot_mean not in TWOHOT_MEANS:
-        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
-                         f"{', '.join(TWOHOT_MEANS)}")
-    schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
     if not (run.episode_limit or spec.episode_limit):
         raise ValueError(f"--env {run.env} has no episode limit of its own: set "
                          "run.episode_limit (evaluation plays each episode to its end)")
-    capacity = train_lib.replay_capacity(run)
-    length = run.batch_length + run.replay_context
-    if capacity < length:
-        raise ValueError(
-            f"replay capacity {capacity} rows per env is shorter than one batch row "
-            f"sequence ({length} = batch_length {run.batch_length} + context "
-            f"{run.replay_context}); raise --steps or replay_capacity")
+    capacity = train_lib.check_run(config, spaces)
     return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
 
 

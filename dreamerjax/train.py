@@ -102,9 +102,19 @@ def make_setup(config: Config) -> Setup:
         return make_host_setup(config)
     spec = envs_lib.make_env(run.env, run.episode_limit)
     spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
-    if getattr(spec, "is_image", False):
-        from dreamerjax import nets
-        nets.cnn_strides(config.agent.enc, spec.obs_shape[0])
+    capacity = check_run(config, spaces)
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
+
+
+def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
+    """The checks of every run against its spaces, before compiling (compiled and host
+    suites alike): the CNN geometry of each encoded image key, the two-hot summation, the
+    log points, the replay against one sequence. Returns the replay capacity."""
+    from dreamerjax import nets
+
+    run = config.run
+    for name in spaces.enc_image_keys:
+        nets.cnn_strides(config.agent.enc, spaces.obs_dict()[name][0][0])
     if config.agent.twohot_mean not in TWOHOT_MEANS:
         raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
                          f"{', '.join(TWOHOT_MEANS)}")
@@ -116,17 +126,7 @@ def make_setup(config: Config) -> Setup:
             f"replay capacity {capacity} rows per env is shorter than one batch row "
             f"sequence ({length} = batch_length {run.batch_length} + context "
             f"{run.replay_context}); raise --steps or replay_capacity")
-    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
-
-
-def spaces_of(spec) -> agent_lib.Spaces:
-    """The agent's spaces of a single-array env spec: its observation under the key
-    "vector" (rank 1) or "image" (rank 3), float32 as the collector emits it."""
-    name = "image" if len(spec.obs_shape) == 3 else "vector"
-    obs = ((name, tuple(spec.obs_shape), "float32"),)
-    if spec.discrete:
-        return agent_lib.Spaces(obs, True, int(spec.num_actions))
-    return agent_lib.Spaces(obs, False, int(spec.action_dims))
+    return capacity
 
 
 def with_obs_dict(spaces, row: dict) -> dict:
