@@ -43,7 +43,7 @@ def _step(act, pause="", jitter=0.0, inject="", wait=None):
 
 
 STORY = [
-    _step("kill", "chunk:0=0", 2.0),  # no checkpoint yet: resumes from scratch
+    _step("kill", "chunk:0=0", 1.0),  # no checkpoint yet: resumes from scratch
     _step("kill", "records_line:0"),  # ... with a torn records line on disk
     _step("kill", "tensorboard:0"),
     _step("kill", inject="orbax_pause", wait="orbax"),  # orbax writing checkpoint 0
@@ -54,7 +54,7 @@ STORY = [
     _step("none", inject="enospc_checkpoint"),  # full disk while orbax writes
     _step("kill", inject="orbax_pause", wait="orbax"),  # orbax writing checkpoint 1
     _step("kill", "manifest:1"),  # checkpoint 1 committed, its manifest not yet written
-    _step("kill", "chunk:2=0", 3.0),  # checkpoint 1 is incomplete: resumes from 0
+    _step("kill", "chunk:2=0", 1.0),  # checkpoint 1 is incomplete: resumes from 0
     _step("kill", "records_line:2"),
     _step("corrupt"),  # a byte of checkpoint 1's state flipped on disk
     _step("none", inject="nan"),  # resumes from 0; a non-finite loss at log point 1
