@@ -94,6 +94,7 @@ def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(whole, tmp_p
     assert {s: sorted(p) for s, p in a.items()} == {s: sorted(p) for s, p in b.items()}
 
 
+@pytest.mark.slow  # the kill test (test_reliability.py) resumes after clean stops too
 def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     out = tmp_path / "stopped"
     _train(_cfg(), out, stop_after_rows=800)
