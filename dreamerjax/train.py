@@ -100,7 +100,8 @@ def make_setup(config: Config) -> Setup:
     if not envs_lib.parse_env_id(run.env)[0].compiled:  # host envs: dreamerjax/host_driver.py
         from dreamerjax.host_driver import make_host_setup
         return make_host_setup(config)
-    spec = envs_lib.make_env(run.env, run.episode_limit)
+    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
+                             **envs_lib.suite_options(config.env, run.env))
     spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
     capacity = check_run(config, spaces)
     return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
@@ -127,14 +128,6 @@ def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
             f"sequence ({length} = batch_length {run.batch_length} + context "
             f"{run.replay_context}); raise --steps or replay_capacity")
     return capacity
-
-
-def with_obs_dict(spaces, row: dict) -> dict:
-    """A collector row whose `obs` is one array, with `obs` as the agent's dict."""
-    if isinstance(row["obs"], dict):
-        return row
-    (name, _, _), = spaces.obs
-    return dict(row, obs={name: row["obs"]})
 
 
 def updates_per_tick(setup: Setup) -> np.ndarray:
@@ -172,7 +165,6 @@ def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
     agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
         jax.random.split(k_env, run.num_envs))
-    row = with_obs_dict(setup.spaces, row)
     example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
                                                   cfg.rssm.stoch))
     replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
@@ -197,7 +189,7 @@ def act_and_step(setup: Setup, params, carry, row, env, k_pol, k_env, mode: bool
     env, new_row, ends = jax.vmap(
         lambda st, a, k: envs_lib.collector_step(setup.spec, st, a, k))(
         env, stored["action"], env_keys)
-    return stored, carry, env, with_obs_dict(setup.spaces, new_row), ends
+    return stored, carry, env, new_row, ends
 
 
 def act_and_store(setup: Setup, s: SeedState):
@@ -248,7 +240,6 @@ def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False):
     k_init, k_run = jax.random.split(key)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
         jax.random.split(k_init, episodes))
-    row = with_obs_dict(setup.spaces, row)
     carry = agent_lib.policy_initial(cfg, setup.spaces, episodes)
     zeros = jnp.zeros((episodes,), f32)
 

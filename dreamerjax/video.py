@@ -37,7 +37,6 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
         k_init, k_run = jax.random.split(key)
         env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
             k_init[None])
-        row = train_lib.with_obs_dict(setup.spaces, row)
         carry = agent_lib.policy_initial(cfg, setup.spaces, 1)
 
         def step(c, k):
@@ -113,7 +112,8 @@ def draw_state(env_id: str, state, obs: dict):
         d.ellipse([px - 8, py - 16, px + 8, py], fill=(200, 60, 60))
     elif images:
         frame = np.asarray(next(iter(images.values())))
-        if frame.dtype != np.uint8:  # MinAtar's float channels: one colour per channel
+        if frame.shape[-1] not in (1, 3):  # MinAtar's object channels: a colour each
+            frame = frame.astype(np.float32) / (255.0 if frame.dtype == np.uint8 else 1.0)
             chans = frame.shape[-1]
             colors = (np.array([[(37 * k) % 255, (91 * k) % 255, (157 * k) % 255]
                                 for k in range(1, chans + 1)], np.float32))

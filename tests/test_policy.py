@@ -35,7 +35,6 @@ def _play(policy, spec, spaces, key, episodes: int, mode: str):
     k_init, k_run = jax.random.split(key)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(spec, k))(
         jax.random.split(k_init, episodes))
-    row = train_lib.with_obs_dict(spaces, row)
     step = jax.jit(jax.vmap(lambda st, a, k: envs_lib.collector_step(spec, st, a, k)))
     state = policy.init(episodes)
     ret, done = np.zeros(episodes), np.zeros(episodes, bool)
@@ -44,7 +43,6 @@ def _play(policy, spec, spaces, key, episodes: int, mode: str):
         obs = dict(row["obs"], is_first=row["is_first"])
         action, state = policy.act(obs, state, key=k_pol, mode=mode)
         env, row, _ = step(env, action, jax.random.split(k_env, episodes))
-        row = train_lib.with_obs_dict(spaces, row)
         ret += np.where(done, 0.0, np.asarray(row["reward"]))
         done |= np.asarray(row["is_last"])
     return ret
