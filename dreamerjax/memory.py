@@ -56,7 +56,8 @@ def available(devices: int = 1) -> tuple[int, str]:
     arrays live in host memory."""
     import jax
 
-    devs = jax.devices()[:max(1, devices)]
+    # This process's own devices: a multi-host run cannot query the others' memory.
+    devs = jax.local_devices()[:max(1, devices)]
     stats = [d.memory_stats() if hasattr(d, "memory_stats") else None for d in devs]
     if devs[0].platform != "cpu" and all(s and "bytes_limit" in s for s in stats):
         free = min(s["bytes_limit"] - s.get("bytes_in_use", 0) for s in stats)
