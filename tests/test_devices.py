@@ -129,12 +129,22 @@ def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
             "--steps", "1088", "--eval-every", "1088", "--eval-episodes", "2",
             "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
-    procs = [subprocess.Popen(argv + ["--process-id", str(i)], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for i in (0, 1)]
-    outs = [p.communicate(timeout=1200) for p in procs]
-    for p, (_, err) in zip(procs, outs, strict=True):
-        assert p.returncode == 0, err[-4000:]
+    # Output goes to files, not pipes: waiting on process 0 while process 1 fills an unread
+    # pipe (its progress bar) would block process 1 and, in a collective, process 0 too.
+    logs = [tmp_path / f"process{i}.log" for i in (0, 1)]
+    procs = []
+    for i, log in enumerate(logs):
+        with open(log, "w") as f:
+            procs.append(subprocess.Popen(argv + ["--process-id", str(i)], env=env,
+                                          stdout=f, stderr=subprocess.STDOUT))
+    try:
+        for p in procs:
+            p.wait(timeout=900)
+    finally:
+        for p in procs:
+            p.kill()
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log.read_text()[-4000:]
     with open(out / "records.jsonl") as f:
         recs = [json.loads(line) for line in f]
     two = _strip(result["records_2"])
