@@ -305,6 +305,33 @@ class CompareArgs:
 
 
 @dataclass(frozen=True)
+class SummaryArgs:
+    """Print what a run learned, re-derived from its records: the evaluation return per
+    seed at every log point, and the mean over seeds of each seed's mean at the last
+    log points (the protocol's S1 for any run)."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (or a results folder) with records.jsonl."""
+    rows: tuple[int, ...] | None = None
+    """Log points (rows) the statistic averages, e.g. --rows 16000 18000 20000 (default:
+    the last --last log points)."""
+    last: int = 3
+    """Number of final log points the statistic averages when --rows is not given."""
+    threshold: float | None = None
+    """Print whether the statistic is at or above this value."""
+    format: Literal["markdown", "json"] = "markdown"
+    """Output: a Markdown table (a results README's) or one JSON object."""
+
+    def validate(self) -> SummaryArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.last < 1:
+            raise ArgumentError(f"--last {self.last}: must be at least 1")
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise ArgumentError(f"--threshold {self.threshold}: must be a finite number")
+        return self
+
+
+@dataclass(frozen=True)
 class BenchArgs:
     """Time updates and ticks; prints figures (never asserts a speed)."""
 
@@ -375,6 +402,7 @@ Command = (
     | Annotated[ExportArgs, tyro.conf.subcommand("export")]
     | Annotated[ParityArgs, tyro.conf.subcommand("parity")]
     | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
+    | Annotated[SummaryArgs, tyro.conf.subcommand("summary")]
     | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
     | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
     | Annotated[EnvsArgs, tyro.conf.subcommand("envs")]
@@ -761,6 +789,17 @@ def envs_command(args: EnvsArgs) -> int:
     return 0
 
 
+def summary_command(args: SummaryArgs) -> int:
+    from dreamerjax import summary
+
+    try:
+        result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
+    print(summary.render(result, args.format), end="")
+    return 0
+
+
 def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
     args = args.validate()
@@ -782,6 +821,8 @@ def run(args: Any) -> int:
         from dreamerjax.compare import compare_main
         return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
                                   _str_or_none(args.out), seeds=None, smoke=args.smoke))
+    if isinstance(args, SummaryArgs):
+        return summary_command(args)
     if isinstance(args, BenchArgs):
         from dreamerjax import bench
         return _code(bench.main(args))
