@@ -236,6 +236,34 @@ class DMCConfig:
 
 
 @dataclass(frozen=True)
+class CraftaxConfig:
+    """env.craftax (ours; envs/craftax.make): the stored image size of the Pixels tasks,
+    64 x 64 as the reference's env.crafter.size (configs.yaml:80 @29eb964)."""
+
+    size: tuple[int, int] = (64, 64)
+
+
+@dataclass(frozen=True)
+class PlaygroundConfig:
+    """env.playground (ours; envs/playground.make): the action repeat of the reference's
+    env.dmc.repeat (configs.yaml:84 @29eb964) and MJX's implementation ("jax" on CPU,
+    "warp" on a GPU). The episode is Playground's 1,000 control steps over the repeat
+    unless wrapper.length sets it."""
+
+    repeat: int = 2
+    impl: str = "jax"
+
+
+@dataclass(frozen=True)
+class BraxConfig:
+    """env.brax (ours; envs/brax.make): Brax's physics backend and the action repeat
+    (1, as Brax trains). The episode is 1,000 agent steps unless wrapper.length sets it."""
+
+    backend: str = "generalized"
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """env: per-suite settings, named as the reference's `env.<suite>.<key>`."""
 
@@ -243,6 +271,9 @@ class EnvConfig:
     atari100k: Atari100kConfig = field(default_factory=Atari100kConfig)
     crafter: CrafterConfig = field(default_factory=CrafterConfig)
     dmc: DMCConfig = field(default_factory=DMCConfig)
+    craftax: CraftaxConfig = field(default_factory=CraftaxConfig)
+    playground: PlaygroundConfig = field(default_factory=PlaygroundConfig)
+    brax: BraxConfig = field(default_factory=BraxConfig)
 
 
 # The one default model size of every entry point (Config(), the CLI, `resolve`). The
@@ -367,5 +398,6 @@ _DATACLASSES = {
     c.__name__: c
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
               RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
-              Atari100kConfig, CrafterConfig, DMCConfig, EnvConfig)
+              Atari100kConfig, CrafterConfig, DMCConfig, CraftaxConfig,
+              PlaygroundConfig, BraxConfig, EnvConfig)
 }

@@ -126,6 +126,8 @@ OUR_KEYS: dict[str, str] = {
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
     "twohot_mean": "agent.twohot_mean",
     "sample_mode": "agent.sample_mode",
+    # The compiled suites' options (what envs/craftax.py, playground.py, brax.py take).
+    **_suite("craftax"), **_suite("playground"), **_suite("brax"),
 }
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
@@ -789,10 +791,15 @@ def validate(config: Config) -> None:
     for key in ("enc.simple.mults", "dec.simple.mults"):
         if any(m <= 0 for m in flat[key]):
             raise ConfigError(f"{key}: needs positive multipliers, got {list(flat[key])}")
-    for suite in ("atari", "atari100k", "crafter", "dmc"):
+    for suite in ("atari", "atari100k", "crafter", "dmc", "craftax"):
         key = f"env.{suite}.size"
-        if any(n <= 0 for n in flat[key]):
+        if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
             raise ConfigError(f"{key}: needs two positive sizes, got {list(flat[key])}")
+    for suite in ("playground", "brax"):
+        key = f"env.{suite}.repeat"
+        if flat[key] < 1:
+            raise ConfigError(f"{key}: the action repeat needs to be at least 1, got "
+                              f"{flat[key]}")
     for key in ("enc.spaces", "dec.spaces"):
         try:
             re.compile(flat[key])
