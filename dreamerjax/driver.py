@@ -284,9 +284,12 @@ def log_point(run: Run, states: SeedState, ends, log_index: int, wall: float
             train_means=metric_window.result(host["window"], i),
             retnorm={"lo": lo, "hi": hi, "scale": max(cfg.agent.retnorm.limit, hi - lo)},
             wall_s=wall))
+    keys = [name for name, _ in getattr(setup.spec, "episode_keys", ())]
     for rec in recs:
-        scores = [e["score"] for e in episodes if e["seed"] == rec["seed"]]
+        mine = [e for e in episodes if e["seed"] == rec["seed"]]
+        scores = [e["score"] for e in mine]
         rec["train_return"] = float(np.mean(scores)) if scores else None
+        rec.update(records.episode_stats(mine, keys))  # the suite's log_* keys, if any
     point = LogPoint(log_index, rows, run.seeds, cfg.run.num_envs, recs, episodes, cfg)
     return point, host
 

@@ -203,10 +203,52 @@ def record_row(
     }
 
 
+EPISODE_LOG_PREFIX = "log_"  # per-episode suite keys (the reference's log_ keys)
+ACHIEVEMENT_PREFIX = "log_achievement_"
+
+
+def episode_stats(episodes: Iterable[Mapping], keys: Iterable[str] = ()) -> dict:
+    """The per-log-point aggregates of the suites' per-episode `log_*` keys over the
+    episodes that ended in the interval (one seed's episodes.jsonl rows), for its
+    records.jsonl line; {} when the env has no such keys.
+
+    - `epstats`: {key: mean over the episodes}, as the reference's `epstats/<key>`
+      (embodied/run/train.py:48-65,117: each key reduced over its episode by
+      log_keys_sum / avg / max, then averaged over the interval's episodes; the episode
+      rows already hold the per-episode value, e.g. Crafter's log_keys_max
+      '^log_achievement_.*', configs.yaml:224).
+    - `achievements`: {name: fraction of the episodes with log_achievement_<name> > 0},
+      the success rate of each achievement (Crafter's measure). For Craftax, whose keys
+      are 0/1 per episode, it equals the epstats mean; for Crafter's unlock counts the
+      epstats mean is the mean count.
+
+    keys: the env's episode key names (EnvSpec.episode_keys); keys found in the episodes
+    are added. A key no episode of the interval has (no episode ended) is None."""
+    episodes = list(episodes)
+    names = [k for k in keys if k.startswith(EPISODE_LOG_PREFIX)]
+    for e in episodes:
+        names += [k for k in e if k.startswith(EPISODE_LOG_PREFIX) and k not in names]
+    if not names:
+        return {}
+
+    def values(key):
+        return [float(e[key]) for e in episodes if e.get(key) is not None]
+
+    out: dict[str, dict] = {"epstats": {k: _mean_or_none(values(k)) for k in names}}
+    ach = [k for k in names if k.startswith(ACHIEVEMENT_PREFIX)]
+    if ach:
+        out["achievements"] = {k[len(ACHIEVEMENT_PREFIX):]: _mean_or_none(
+            v > 0 for v in values(k)) for k in ach}
+    return out
+
+
 def tb_scalars(record: Mapping) -> dict[str, float | None]:
-    """The TensorBoard scalars of one record (tags eval/..., train/..., retnorm/...)."""
+    """The TensorBoard scalars of one record (tags eval/..., train/..., retnorm/...,
+    epstats/..., achievements/...)."""
     out = {f"eval/{k}": record.get(k) for k in ("eval_mean", "eval_len_mean")}
     out["episode/train_return"] = record.get("train_return")
+    for group in ("epstats", "achievements"):
+        out.update({f"{group}/{k}": v for k, v in (record.get(group) or {}).items()})
     out.update({f"train/{k}": v for k, v in (record.get("train") or {}).items()})
     out.update({f"retnorm/{k}": v for k, v in (record.get("retnorm") or {}).items()})
     return out
