@@ -17,6 +17,16 @@ What is timed, all with the real functions of the training loop (train.py):
   step; `flops_analytic` is a hand count of the dense matmuls as a cross-check.
 - the float32 dense-matmul peak of this process and efficiency = achieved / peak.
 
+`dreamerjax bench --env ID` times a whole run instead (run_env_bench): the protocol's
+schedule (train ratio 512, batch 16 x 64, 1m, 16 envs, one seed) through the run's own
+Trainer (driver.make_trainer: the compiled chunk, or host_driver.HostTrainer for gym_,
+atari_, dmc_, crafter_ ids), chunk by chunk: rows per second of acting alone (the chunks
+before the replay's gate, which owe no updates: policy + env step + replay insert) and
+updates per second of the chunks after it (acting, inserting and the 8 updates owed per
+tick). For a gym_ id whose task is also a gymnax id (gym_CartPole-v1) the compiled run
+of that id is timed in the same process, its chunks alternated with the host run's, so
+that both see the same load.
+
 Nothing here asserts a speed; the figures go to stdout (table or --json) and results/bench.
 """
 
@@ -62,6 +72,11 @@ class Options:
     ticks: int = 100  # ticks of rows in the replay before timing (1,600 rows >= 1,040)
     tiny: bool = False
     out: str | None = None  # None: results/bench for the 1m config, nothing for --tiny
+    env: str | None = None  # a whole run of this env id instead of the update alone
+    compiled: str | None = None  # --env: the compiled env to compare with ("" for none)
+    stretch: int = 5  # --env: ticks per timed chunk
+    rounds: int = 3  # --env: timed chunks after the gate (0: acting alone)
+    num_envs: int = 16  # --env
 
     @classmethod
     def of(cls, args) -> Options:
@@ -502,6 +517,8 @@ def write_results(result: dict, out: str) -> str:
 def main(args) -> int:
     """Entry of `dreamerjax bench` (args: cli.BenchArgs or anything with its fields)."""
     opts = Options.of(args)
+    if opts.env is not None:
+        return env_main(opts)
     result = run_bench(opts)
     out = opts.out if opts.out is not None else (None if opts.tiny else DEFAULT_OUT)
     path = write_results(result, out) if out else None
@@ -511,6 +528,213 @@ def main(args) -> int:
         print(format_table(result))
         if path:
             print(f"written: {path} and {os.path.join(out, 'README.md')}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- whole runs
+
+
+def compiled_counterpart(env_id: str) -> str | None:
+    """The compiled env id of the same task (gym_CartPole-v1 -> gymnax CartPole-v1)."""
+    from dreamerjax.envs import host as host_lib
+    if not env_id.startswith("gym_"):
+        return None
+    from dreamerjax import envs as envs_lib
+    task = host_lib.split_env_id(env_id)[1]
+    try:
+        if not envs_lib.parse_env_id(task)[0].compiled:
+            return None
+        envs_lib.make_env(task)
+    except Exception:  # noqa: BLE001 - no compiled env of that name
+        return None
+    return task
+
+
+def env_config(env_id: str, opts: Options, chunks: int):
+    """The protocol's run (1m or tiny, 16 envs, train ratio 512, batch 16 x 64) over
+    `chunks` log intervals of `opts.stretch` ticks, one evaluation episode (never run)."""
+    from dreamerjax import train as loop
+    n = opts.num_envs
+    return loop.make_config(env_id, SIZE, tiny=opts.tiny, num_envs=n,
+                            steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
+                            eval_episodes=1)
+
+
+def gate_chunks(opts: Options) -> int:
+    """Chunks up to and including the one where the schedule's first update falls."""
+    from dreamerjax import schedule as schedule_lib
+    run = env_config("CartPole-v1", opts, 10**4).run
+    sched = schedule_lib.schedule_from_config(run)
+    tick = 0
+    while int(schedule_lib.updates_owed(sched, tick)) == 0:
+        tick += 1
+    return tick // opts.stretch + 1
+
+
+class _Run:
+    """One seed's run of an env, driven chunk by chunk by its own Trainer."""
+
+    def __init__(self, env_id: str, opts: Options, chunks: int):
+        import jax
+
+        from dreamerjax import driver, host_driver
+        from dreamerjax import train as loop
+        self.env_id = env_id
+        self.setup = loop.make_setup(env_config(env_id, opts, chunks))
+        self.host = host_driver.is_host_setup(self.setup)
+        self.trainer = driver.make_trainer(self.setup, (0,))
+        if self.host:
+            self.trainer.profile = {}
+        t = time.perf_counter()
+        self.states = jax.block_until_ready(self.trainer.init())
+        self.init_seconds = time.perf_counter() - t
+        self.index = 0
+        self.chunks: list[dict] = []
+
+    def chunk(self) -> dict:
+        import jax
+        t = self.setup.ticks_per_log
+        due = int(np.sum(self.trainer.updates_due[self.index * t:(self.index + 1) * t]))
+        prof = self.trainer.profile if self.host else None
+        if prof is not None:
+            prof.clear()
+        t0 = time.perf_counter()
+        states, ends = self.trainer.chunk(self.states, self.index)
+        t1 = time.perf_counter()
+        self.states = jax.block_until_ready(states)
+        jax.block_until_ready(ends)
+        secs = time.perf_counter() - t0
+        out = {"index": self.index, "ticks": t, "rows": t * self.setup.run.num_envs,
+               "updates": due, "seconds": secs}
+        if prof is not None:  # where the host loop's time went
+            out["host"] = {k: float(v) for k, v in prof.items() if k != "ticks"}
+            out["host"]["final_wait"] = secs - (t1 - t0)
+        if (np.asarray(self.states.bad_update) >= 0).any():
+            raise FloatingPointError(f"non-finite loss in the {self.env_id} bench")
+        self.index += 1
+        self.chunks.append(out)
+        return out
+
+    def close(self) -> None:
+        if self.host:
+            self.trainer.close()
+
+
+def _summary(run: _Run, first_timed: int) -> dict:
+    acting = [c for c in run.chunks[1:] if c["updates"] == 0]  # chunk 0 compiles
+    timed = [c for c in run.chunks[first_timed:] if c["updates"] > 0]
+    out = {"env": run.env_id, "host": run.host, "init_seconds": run.init_seconds,
+           "first_chunk_seconds": run.chunks[0]["seconds"], "chunks": run.chunks}
+    if acting:
+        out["acting_rows_per_s"] = (sum(c["rows"] for c in acting)
+                                    / sum(c["seconds"] for c in acting))
+        out["acting_rows"] = sum(c["rows"] for c in acting)
+        # the median chunk: one chunk preempted by other work moves the sum's figure
+        out["acting_rows_per_s_median_chunk"] = float(np.median(
+            [c["rows"] / c["seconds"] for c in acting]))
+    if timed:
+        per = [c["updates"] / c["seconds"] for c in timed]
+        out["updates_per_s"] = sum(c["updates"] for c in timed) / sum(c["seconds"]
+                                                                       for c in timed)
+        out["updates_per_s_per_chunk"] = per
+        out["updates_timed"] = sum(c["updates"] for c in timed)
+        if run.host:
+            keys = timed[0]["host"]
+            out["host_seconds_timed"] = {k: sum(c["host"][k] for c in timed) for k in keys}
+    return out
+
+
+def run_env_bench(opts: Options) -> dict:
+    """Acting rows/s and whole-run updates/s of --env (and its compiled counterpart)."""
+    other = opts.compiled if opts.compiled is not None else compiled_counterpart(opts.env)
+    gate = gate_chunks(opts)
+    first_timed = gate if opts.rounds else max(2, gate - 1)
+    chunks = first_timed + opts.rounds
+    length = gate + max(opts.rounds, 1)  # the run's steps: a replay that holds a sequence
+    loads = [os.getloadavg()]
+    runs = [_Run(opts.env, opts, length)]
+    if other:
+        runs.append(_Run(other, opts, length))
+    info = machine()
+    try:
+        for i in range(chunks):  # alternated A B B A ..., so both runs see the same load
+            for r in (runs if i % 2 == 0 else runs[::-1]):
+                r.chunk()
+            loads.append(os.getloadavg())
+    finally:
+        for r in runs:
+            r.close()
+    out = {"config": {"size": "tiny" if opts.tiny else SIZE, "num_envs": opts.num_envs,
+                      "train_ratio": runs[0].setup.run.train_ratio,
+                      "batch_size": runs[0].setup.run.batch_size,
+                      "batch_length": runs[0].setup.run.batch_length,
+                      "seeds": 1, "stretch_ticks": opts.stretch, "rounds": opts.rounds},
+           "machine": info, "loadavg": [list(x) for x in loads],
+           "runs": [_summary(r, first_timed) for r in runs],
+           "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "command": "dreamerjax bench " + " ".join(_env_argv(opts))}
+    a, b = out["runs"][0], out["runs"][-1]
+    if len(runs) == 2 and "updates_per_s" in a and "updates_per_s" in b:
+        out["host_over_compiled_updates_per_s"] = a["updates_per_s"] / b["updates_per_s"]
+    return out
+
+
+def _env_argv(opts: Options) -> list[str]:
+    out = ["--env", opts.env] + (["--json"] if opts.json else [])
+    out += ["--tiny"] if opts.tiny else []
+    for name in ("compiled", "stretch", "rounds", "num_envs"):
+        value = getattr(opts, name)
+        if value != getattr(Options, name):
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
+
+
+def format_env_table(r: dict) -> str:
+    m = r["machine"]
+    loads = [x[0] for x in r["loadavg"]]
+    lines = [f"dreamerjax bench --env: {r['config']['size']}, {r['config']['num_envs']} envs, "
+             f"train ratio {r['config']['train_ratio']:g}, {m['backend']} ({m['cpu']}, "
+             f"{m['cores']} cores), load average (1 min) {min(loads):.1f}-{max(loads):.1f}"]
+    for run in r["runs"]:
+        kind = "host" if run["host"] else "compiled"
+        act = run.get("acting_rows_per_s")
+        ups = run.get("updates_per_s")
+        med = run.get("acting_rows_per_s_median_chunk")
+        lines.append(f"  {run['env']:<22} {kind:<8}  acting {act:>8,.0f} rows/s (median "
+                     f"chunk {med:,.0f})" if act
+                     else f"  {run['env']:<22} {kind:<8}  acting          -")
+        if ups:
+            per = ", ".join(f"{x:.3f}" for x in run["updates_per_s_per_chunk"])
+            lines[-1] += (f"   run {ups:.3f} updates/s ({run['updates_timed']} updates; "
+                          f"per chunk {per})")
+        if run.get("host_seconds_timed"):
+            h = run["host_seconds_timed"]
+            lines.append("    host loop, timed chunks: " + ", ".join(
+                f"{k} {v:.2f} s" for k, v in h.items()))
+    if "host_over_compiled_updates_per_s" in r:
+        lines.append(f"  host / compiled updates/s: {r['host_over_compiled_updates_per_s']:.3f}")
+    return "\n".join(lines)
+
+
+def env_main(opts: Options) -> int:
+    result = run_env_bench(opts)
+    path = None
+    if opts.out:  # a .json file, or a folder for env_<id>_<date>.json
+        path = opts.out
+        if not path.endswith(".json"):
+            day = result["date"][:10].replace("-", "")
+            name = opts.env.replace(":", "_").replace("/", "_")
+            path = os.path.join(path, f"env_{name}_{day}.json")
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=2, sort_keys=True)
+            f.write("\n")
+    if opts.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(format_env_table(result))
+        if path:
+            print(f"written: {path}")
     return 0
 
 

@@ -105,6 +105,9 @@ class TrainArgs:
     checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every, "may change") = None
     """Log points between checkpoints; the last log point is always saved. 0: no
     checkpoints at all (the run cannot be resumed or evaluated)."""
+    driver_parallel: bool = False
+    """Host envs (gym_, atari_, dmc_, crafter_): step each env in its own worker process
+    instead of in this process (run.driver_parallel; may change on --resume)."""
     tiny: bool = False
     """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
     cnn_mults: Annotated[tuple[int, ...] | None, tyro.conf.arg(
@@ -345,10 +348,43 @@ class BenchArgs:
     """Untimed updates before the timed ones."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
-    out: _path("PATH", "(default: results/bench; nothing written with --tiny)") = None
-    """Folder for bench_<backend>_<date>.json and its README.md table."""
+    out: _path("PATH", "(default: results/bench; nothing written with --tiny or --env)") = None
+    """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json
+    file or a folder for env_<id>_<date>.json."""
+    env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
+        = None
+    """Time a whole run of this env (host ids too: gym_CartPole-v1, atari100k_pong) with
+    the protocol's schedule: acting rows/s and updates/s (docs/performance.md)."""
+    compiled: Annotated[str | None, tyro.conf.arg(
+        metavar="ID", help_behavior_hint="(default: gym_X's gymnax X if any)")] = None
+    """With --env: the compiled env whose run is timed alongside ('' for none)."""
+    stretch: int = 5
+    """With --env: ticks per timed chunk (16 envs: 8 updates a tick)."""
+    rounds: int = 3
+    """With --env: timed chunks after the replay's gate (0: acting alone, no updates)."""
+    num_envs: int = 16
+    """With --env: envs of the run."""
 
     def validate(self) -> BenchArgs:
+        if self.env is not None:
+            if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:
+                raise ArgumentError("--stretch and --num-envs must be positive, --rounds "
+                                    ">= 0")
+            from dreamerjax import envs
+            for env in (self.env, self.compiled or None):
+                if env is None:
+                    continue
+                try:
+                    envs.parse_env_id(env)
+                except ValueError as e:
+                    raise ArgumentError(f"--env {env!r}: {e}") from e
+            return self
+        if not self.seeds or any(n <= 0 for n in self.seeds):
+            raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
+        if self.updates <= 0:
+            raise ArgumentError(f"--updates must be positive, got {self.updates}")
+        if self.warmup < 0:
+            raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
         if not self.seeds or any(n <= 0 for n in self.seeds):
             raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
         if self.updates <= 0:
@@ -585,7 +621,7 @@ def _code(result: Any) -> int:
 
 
 # Resume: flags that may differ from the checkpoint's config, and how each is compared.
-RESUME_MAY_CHANGE = ("steps", "checkpoint_every")
+RESUME_MAY_CHANGE = ("steps", "checkpoint_every", "driver_parallel")
 
 
 def resolve_args(args: TrainArgs | InfoArgs):
@@ -594,6 +630,7 @@ def resolve_args(args: TrainArgs | InfoArgs):
     from dreamerjax import configs
 
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
+    flags["driver_parallel"] = True if flags["driver_parallel"] else None  # a flag: on or unset
     try:
         return configs.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, **flags)
@@ -613,6 +650,8 @@ def _given_flags(args: TrainArgs) -> dict[str, Any]:
     given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     if args.tiny:
         given["tiny"] = True
+    if args.driver_parallel:
+        given["driver_parallel"] = True
     return given
 
 
@@ -632,7 +671,8 @@ def resume_config(args: TrainArgs):
         "train_ratio": config.run.train_ratio,
         "checkpoint_every": config.run.checkpoint_every,
         "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
-        "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny"}
+        "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny",
+        "driver_parallel": config.run.driver_parallel}
     for name, value in _given_flags(args).items():
         have = saved[name]
         if name == "steps" and value < have:
@@ -645,8 +685,7 @@ def resume_config(args: TrainArgs):
             raise ArgumentError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
                                 "cannot change on --resume (start a new run with --out)")
     run = dataclasses.replace(
-        config.run, **{k: getattr(args, k) for k in RESUME_MAY_CHANGE
-                       if getattr(args, k) is not None})
+        config.run, **{k: v for k, v in _given_flags(args).items() if k in RESUME_MAY_CHANGE})
     check_schedule(run.steps, run.eval_every, run.num_envs)
     return dataclasses.replace(config, run=run), tuple(seeds)
 
@@ -684,7 +723,11 @@ def preflight(config, seeds, devices: int) -> None:
     from dreamerjax import train as train_lib
 
     try:
-        envs.make_env(config.run.env)
+        if envs.parse_env_id(config.run.env)[0].compiled:
+            envs.make_env(config.run.env)
+        else:  # host envs (gym_, atari_, ...): make_setup builds one below
+            from dreamerjax.envs import host
+            host.require_extra(config.run.env)
     except ValueError as e:
         raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
     memory.check_replay(train_lib.make_setup(config), len(seeds), devices)

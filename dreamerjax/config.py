@@ -183,6 +183,10 @@ class RunConfig:
     eval_episodes: int = 10
     checkpoint_every: int = 1  # log points between checkpoints
     episode_limit: int = 0  # 0 = the environment's own limit
+    # run.driver_parallel (configs.yaml:73, the reference's default True): host envs
+    # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this
+    # process; no effect on compiled envs or on the results (docs/host_envs.md).
+    driver_parallel: bool = False
 
 
 @dataclass(frozen=True)

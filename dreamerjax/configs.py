@@ -78,6 +78,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "run.train_fill": "run.train_fill",  # :53
     "replay.size": "run.replay_size",  # :12
     "wrapper.length": "run.episode_limit",  # :77
+    "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
     "batch_size": "run.batch_size",  # :91
     "batch_length": "run.batch_length",  # :92; the reference's includes replay_context
@@ -241,7 +242,7 @@ REFUSED: dict[str, str] = {
     "run.from_checkpoint": "continue a run with --resume RUN_DIR",
     **{f"run.{k}": _DRIVER
        for k in ("actor_addr", "replay_addr", "logger_addr", "actor_batch",
-                 "actor_threads", "env_replica", "ipv6", "driver_parallel",
+                 "actor_threads", "env_replica", "ipv6",
                  "agent_process", "remote_replay")},
     **{f"env.{s}": f"the {s} suite is not implemented"
        for s in ("dmlab", "minecraft", "procgen", "loconav")},
@@ -264,6 +265,7 @@ FLAG_KEYS: dict[str, str] = {
     "num_envs": "run.num_envs",
     "train_ratio": "run.train_ratio",
     "checkpoint_every": "run.checkpoint_every",
+    "driver_parallel": "run.driver_parallel",
     "twohot_mean": "twohot_mean",
     "cnn_mults": r"(enc|dec)\.simple\.mults",
     "cnn_minres": r"(enc|dec)\.simple\.minres",
@@ -529,6 +531,7 @@ NAMED: dict[str, dict[str, Any]] = {
                    "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
     # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
     "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
+              "run.driver_parallel": False,
               "batch_size": 4, "batch_length": 12, "replay.size": 1e4,
               r"(rewhead|critic).bins": 9,
               "dyn.rssm.deter": 12, "dyn.rssm.hidden": 8, "dyn.rssm.stoch": 4,

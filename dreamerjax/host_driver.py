@@ -23,6 +23,7 @@ checkpoints: a resumed run starts fresh episodes (the replay and agent are resto
 from __future__ import annotations
 
 import dataclasses
+import time
 import weakref
 from typing import Any
 
@@ -159,6 +160,11 @@ class HostTrainer(Trainer):
 
     parallel: bool | None = None  # None: the config's run.driver_parallel if it has one
     timeout: float = 300.0
+    # Seconds summed over the ticks of chunk() when a dict (dreamerjax bench --env): "act"
+    # (policy dispatch until its actions are on the host, i.e. also the wait for the
+    # previous tick's updates), "dispatch" (handing the updates to the device), "env" (the
+    # host envs' step, overlapping those updates), "ticks".
+    profile: dict | None = None
 
     def __post_init__(self):
         if self.devices != 1:
@@ -218,14 +224,22 @@ class HostTrainer(Trainer):
         owed = self.updates_due[log_index * t:(log_index + 1) * t]
         S, n = len(self.seeds), self.setup.run.num_envs
         ends = []
+        prof, clock = self.profile, time.perf_counter
         for due in owed:
+            t0 = clock()
             states, actions = self._act(states, self._rows)
             actions = np.asarray(actions)  # waits for the policy, not for updates
+            t1 = clock()
             if due:
                 states = self._train(states, np.int32(due))  # dispatched; runs meanwhile
+            t2 = clock()
             rows, end = self._train_envs.step(actions.reshape(S * n, *actions.shape[2:]))
             self._rows = _split_seeds(rows, S)
             ends.append(end)
+            if prof is not None:
+                for k, v in (("act", t1 - t0), ("dispatch", t2 - t1), ("env", clock() - t2),
+                             ("ticks", 1)):
+                    prof[k] = prof.get(k, 0) + v
         stack = lambda xs: np.stack([x.reshape(S, n) for x in xs])  # noqa: E731
         out = envs_lib.EpisodeEnd(
             ended=stack([e.ended for e in ends]), length=stack([e.length for e in ends]),

@@ -6,6 +6,11 @@ drawn: image observations directly (upscaled), gymnax's classic-control tasks by
 renderer of their state (cart and pole, the two links of Acrobot, the pendulum, the
 mountain car's hill), any other vector observation as bars. The return so far is written
 in the corner. imageio writes the file with its bundled ffmpeg (no system install).
+
+Host envs (gym_, atari_, dmc_, crafter_; host_rollout) play the episode on an env built for
+rendering, with the evaluation policy step of host_driver: each frame is the env's own
+picture (`HostEnv.render()`: Gymnasium's render_mode="rgb_array", DMC's camera), else its
+image observation, else bars of its vector observation, scaled to SIZE pixels high.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
     ended the episode or came after its end), env_state (the collector's env states)."""
     from dreamerjax import agent as agent_lib
     from dreamerjax import envs as envs_lib
+    from dreamerjax import host_driver
     from dreamerjax import train as train_lib
-
+    if host_driver.is_host_setup(setup):
+        return host_rollout(setup, params, key, mode)
     cfg = setup.config.agent
 
     @jax.jit
@@ -56,6 +63,80 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
 
     host = jax.tree.map(lambda x: np.asarray(x)[:, 0], run(params, key))
     return host
+
+
+def render_env(config):
+    """One host env of the run, built to render: Gymnasium envs with render_mode
+    "rgb_array" where the env offers it; the other suites as training builds them."""
+    from dreamerjax import host_driver
+    from dreamerjax.envs import host as host_lib
+    suite, task = host_lib.split_env_id(config.run.env)
+    if suite == "gym":
+        import gymnasium
+
+        from dreamerjax.envs.gym import GymEnv
+        host_lib.require_extra(config.run.env)
+        try:
+            return GymEnv(task, env_id=config.run.env, render_mode="rgb_array")
+        except (TypeError, ValueError, gymnasium.error.Error):
+            pass  # an env without render_mode: its observations are drawn instead
+    return host_driver.env_factory(config)()
+
+
+def host_rollout(setup, params, key, mode: bool = False) -> dict:
+    """One evaluation episode of a host env (up to the episode limit), with a picture of
+    every step. Returns host arrays over steps [L + 1] (the reset row first): frame (RGB
+    uint8 [H, W, 3]), obs, reward, done (all False: the rollout stops at is_last)."""
+    from dreamerjax import agent as agent_lib
+    from dreamerjax import host_driver
+    from dreamerjax.envs import host as host_lib
+
+    env = render_env(setup.config)
+    col = host_lib.HostCollector(host_lib.HostVector([lambda: env]),
+                                 time_limit=setup.run.episode_limit)
+    try:
+        step = jax.jit(lambda p, c, r, k: host_driver.eval_act(setup, p, c, r, k, mode))
+        carry = agent_lib.policy_initial(setup.config.agent, setup.spaces, 1)
+        key = np.asarray(key)
+        row = col.reset([host_driver._env_seed(*key.ravel().tolist())])
+        keys = jax.random.split(jax.random.split(key)[1], host_driver.episode_limit(setup))
+        steps = [(row, _picture(env, row))]
+        for k in keys:
+            act, carry = step(params, carry, row, k)
+            row, _ = col.step(np.asarray(act))
+            steps.append((row, _picture(env, row)))
+            if row["is_last"][0]:
+                break
+    finally:
+        col.close()
+    rows = [r for r, _ in steps]
+    return {"frame": np.stack([f for _, f in steps]),
+            "obs": {n: np.stack([r["obs"][n][0] for r in rows]) for n in rows[0]["obs"]},
+            "reward": np.array([r["reward"][0] for r in rows], np.float32),
+            "done": np.zeros((len(rows),), bool)}
+
+
+def _picture(env, row) -> np.ndarray:
+    """RGB uint8 [H, W, 3] of a host env's current step."""
+    frame = env.render()
+    if frame is None:
+        obs = {n: v[0] for n, v in row["obs"].items()}
+        return np.asarray(draw_state("", None, obs).convert("RGB"))  # image or bars
+    frame = np.asarray(frame)
+    if frame.ndim == 2:
+        frame = frame[..., None]
+    return np.repeat(frame, 3, -1) if frame.shape[-1] == 1 else frame[..., :3]
+
+
+def fit(frame: np.ndarray) -> np.ndarray:
+    """A frame scaled to SIZE pixels high, its width in proportion rounded to a multiple of
+    16 (what H.264 wants); nearest-neighbour when enlarging, so pixels stay sharp."""
+    from PIL import Image
+    h, w = frame.shape[:2]
+    width = max(16, int(round(w * SIZE / h / 16)) * 16)
+    img = Image.fromarray(np.ascontiguousarray(frame, np.uint8))
+    resample = Image.NEAREST if h <= SIZE else Image.BILINEAR
+    return np.asarray(img.resize((width, SIZE), resample))
 
 
 def _canvas():
@@ -136,6 +217,17 @@ def frames(env_id: str, episode: dict) -> list[np.ndarray]:
 
     out, ret = [], 0.0
     steps = len(episode["reward"])
+    if "frame" in episode:  # a host env's own pictures (host_rollout)
+        from PIL import Image
+        for t in range(steps):
+            ret += float(episode["reward"][t])
+            img = Image.fromarray(fit(episode["frame"][t]))
+            d = ImageDraw.Draw(img)
+            text = f"return {ret:.1f}  step {t}"
+            d.rectangle(d.textbbox((6, 4), text), fill=(255, 255, 255))
+            d.text((6, 4), text, fill=(0, 0, 0))
+            out.append(np.asarray(img))
+        return out
     for t in range(steps):
         if t > 0 and episode["done"][t]:
             break

@@ -93,3 +93,21 @@ def test_analytic_flops_scale_with_horizon():
     longer = dataclasses.replace(setup, config=dataclasses.replace(
         setup.config, agent=dataclasses.replace(setup.config.agent, imag_length=30)))
     assert bench.analytic_flops(longer)["imagination"] > 1.9 * a["imagination"]
+
+
+def test_env_bench_options():
+    """`bench --env`: the compiled twin of a gym_ id, the chunk of the replay's gate, and
+    the flags (the whole run is timed by hand: minutes on this machine)."""
+    from dreamerjax import cli
+
+    pytest.importorskip("gymnasium")
+    assert bench.compiled_counterpart("gym_CartPole-v1") == "CartPole-v1"
+    assert bench.compiled_counterpart("gym_NoSuchEnv-v0") is None
+    assert bench.compiled_counterpart("atari100k_pong") is None
+    # 16 envs: the first update falls after tick 64 (1,040 rows), in chunk 12 of 5 ticks
+    assert bench.gate_chunks(bench.Options(env="gym_CartPole-v1")) == 13
+    args = cli.parse(["bench", "--env", "gym_CartPole-v1", "--rounds", "0"]).validate()
+    opts = bench.Options.of(args)
+    assert (opts.env, opts.rounds, opts.stretch, opts.num_envs) == ("gym_CartPole-v1", 0, 5, 16)
+    with pytest.raises(cli.ArgumentError, match="unknown suite"):
+        cli.parse(["bench", "--env", "nosuch_x"]).validate()

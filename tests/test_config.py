@@ -27,6 +27,7 @@ DMC_PROPRIO_12M_256 = {
     "task": "dmc_walker_walk",
     "run.steps": 300000, "run.num_envs": 16, "run.eval_eps": 1, "run.train_ratio": 256.0,
     "run.train_fill": 0, "replay.size": 5000000, "wrapper.length": 0,
+    "run.driver_parallel": True,
     "env.atari.size": (64, 64), "env.atari.repeat": 4, "env.atari.sticky": True,
     "env.atari.gray": True, "env.atari.actions": "all", "env.atari.lives": "unused",
     "env.atari.noops": 0, "env.atari.autostart": False, "env.atari.pooling": 2,
@@ -79,6 +80,7 @@ DMC_PROPRIO_12M_256 = {
 # Where our resolved value differs on purpose from the reference's (docs/config.md).
 KNOWN_DIFFERENCES = {
     "run.eval_eps": 10,  # the protocol evaluates 10 episodes per log point
+    "run.driver_parallel": False,  # host envs step in this process unless asked
     "jax.compute_dtype": "float32",  # bfloat16 compute is not implemented yet
 }
 

@@ -143,3 +143,68 @@ def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra):
     assert eps  # the time limit of 60 steps ends episodes
     if env_id.startswith("crafter"):  # achievements per episode, as the reference logs them
         assert all("log_achievement_wake_up" in e and "log_reward" in e for e in eps)
+
+
+def test_eval_video_of_a_host_env(cartpole_run, tmp_path, monkeypatch):
+    """`dreamerjax eval RUN --video out.mp4` on gym_CartPole-v1: Gymnasium's own rgb_array
+    pictures, one frame per row of the episode (reset row first), the return in the
+    corner."""
+    import imageio.v3 as iio
+
+    from dreamerjax import cli, video
+
+    out, _ = cartpole_run
+    seen = {}
+    write = video.write_video
+
+    def spy(path, images, fps=30):
+        seen["images"] = images
+        return write(path, images, fps)
+
+    monkeypatch.setattr(video, "write_video", spy)
+    path = tmp_path / "episode.mp4"
+    assert cli.main(["eval", out, "--episodes", "1", "--video", str(path)]) == 0
+    frames = iio.imread(path)
+    n = len(seen["images"])
+    assert 2 <= n <= 501  # an episode of L <= 500 steps: L + 1 rows
+    assert frames.shape == (n, 256, 384, 3)  # CartPole's 600 x 400, 256 high
+    assert frames.std() > 10  # a picture, not a blank
+    # Gymnasium's picture: a white background with the cart drawn on it.
+    assert (seen["images"][0][128:] > 240).mean() > 0.5
+
+
+def test_driver_parallel_flag_steps_in_worker_processes(tmp_path, monkeypatch):
+    """`--driver-parallel` (run.driver_parallel) gives each host env a worker process; the
+    rows are those of the in-process run; the flag may change on --resume."""
+    import json
+
+    from dreamerjax import cli
+
+    made = []
+    vector = host_lib.HostVector
+
+    class Spy(vector):
+        def __init__(self, factories, parallel=False, timeout=300.0):
+            made.append(bool(parallel))
+            super().__init__(factories, parallel=parallel, timeout=timeout)
+
+    monkeypatch.setattr(host_lib, "HostVector", Spy)
+    base = ["train", "--env", "gym_CartPole-v1", "--tiny", "--seeds", "0", "--steps", "160",
+            "--eval-every", "80", "--eval-episodes", "1", "--num-envs", "2",
+            "--no-compile-cache", "--set", "run.train_fill=100000",  # no update to compile
+            "--set", "wrapper.length=20"]  # short evaluation episodes
+    runs = {}
+    for name, extra in (("inproc", []), ("workers", ["--driver-parallel"])):
+        out = tmp_path / name
+        assert cli.main([*base, "--out", str(out), *extra]) == 0
+        runs[name] = out
+    assert made == [False, False, True, True]  # training and evaluation envs of each run
+    saved = json.loads((runs["workers"] / "config.json").read_text())
+    assert saved["run"]["driver_parallel"] is True
+    assert records.read_episodes(str(runs["inproc"])) == records.read_episodes(
+        str(runs["workers"]))
+    assert [r["eval_returns"] for r in records.read_records(str(runs["inproc"]))] == [
+        r["eval_returns"] for r in records.read_records(str(runs["workers"]))]
+    args = cli.parse(["train", "--resume", str(runs["inproc"]), "--driver-parallel"])
+    config, _ = cli.resume_config(args.validate())
+    assert config.run.driver_parallel is True

@@ -117,6 +117,10 @@ class DMCEnv(HostEnv):
         terminal = bool(ts.last() and ts.discount == 0)
         return self._obs(ts), reward, terminal, bool(ts.last() and not terminal), {}
 
+    def render(self):
+        """The camera of the image observation, rendered whether or not `image` is on."""
+        return self._env.physics.render(*self.size, camera_id=self.camera)
+
     def close(self) -> None:
         try:
             self._env.close()

@@ -153,6 +153,12 @@ class GymEnv(HostEnv):
         obs, reward, terminated, truncated, info = self._env.step(a)
         return self._obs(obs), float(reward), bool(terminated), bool(truncated), info
 
+    def render(self):
+        """Gymnasium's own picture when the env was made with render_mode="rgb_array"."""
+        if getattr(self._env, "render_mode", None) != "rgb_array":
+            return None
+        return self._env.render()
+
     def close(self) -> None:
         try:
             self._env.close()

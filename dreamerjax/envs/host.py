@@ -121,6 +121,11 @@ class HostEnv:
     def step(self, action) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
         raise NotImplementedError
 
+    def render(self) -> np.ndarray | None:
+        """An RGB uint8 [H, W, 3] picture of the current step for videos (dreamerjax
+        eval --video), or None: the video then shows the image observation."""
+        return None
+
     def close(self) -> None:
         pass
 
