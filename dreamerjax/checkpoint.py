@@ -253,6 +253,9 @@ def sync(name: str) -> None:
     """Barrier across the processes of a multi-host run (nothing to do in one process)."""
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
+
+        from dreamerjax import distributed
+        distributed.barrier(name)
         multihost_utils.sync_global_devices(name)
 
 

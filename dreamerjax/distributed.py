@@ -19,3 +19,24 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
     directory, which all processes must share (records, checkpoints)."""
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id)
+
+
+# Gloo gives a new collective 30 s for every process to arrive; one process still compiling
+# (minutes on a busy CPU) then fails the run. A coordination-service barrier with a long
+# timeout in front of each host-side collective lines the processes up first.
+BARRIER_TIMEOUT_S = 3 * 3600
+_barriers = 0
+
+
+def barrier(name: str, timeout_s: float = BARRIER_TIMEOUT_S) -> None:
+    """Wait until every process of a multi-host run reaches this point (no-op in one)."""
+    global _barriers
+    if jax.process_count() <= 1:
+        return
+    from jax._src import distributed as jax_distributed
+
+    client = jax_distributed.global_state.client
+    if client is None:
+        return
+    _barriers += 1  # every process calls the same barriers in the same order
+    client.wait_at_barrier(f"dreamerjax_{_barriers}_{name}", int(timeout_s * 1000))

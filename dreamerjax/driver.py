@@ -29,7 +29,7 @@ import numpy as np
 
 from dreamerjax import agent as agent_lib
 from dreamerjax import checkpoint as ckpt
-from dreamerjax import memory, metric_window, records, runlock, testhooks
+from dreamerjax import memory, metric_window, precompile, records, runlock, testhooks
 from dreamerjax import train as train_lib
 from dreamerjax.config import Config, from_dict
 from dreamerjax.train import SeedState, Setup
@@ -68,10 +68,22 @@ class Trainer:
         self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
                               donate_argnums=0, **shard)
         self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
-        eps = setup.run.eval_episodes
-        self._eval = jax.jit(jax.vmap(
-            lambda p, k, mode: train_lib.evaluate(setup, p, k, eps, mode),
-            in_axes=(0, 0, None)), static_argnums=2)
+        self._eval = jax.jit(self._eval_fn, static_argnums=2)
+
+    def _eval_fn(self, params, keys, mode: bool):
+        """Evaluation of every seed: [seeds, episodes] returns and lengths. Each device
+        runs its own seeds' while_loop (shard_map): under plain jit the loop's condition
+        would be reduced over the sharded seed axis, a collective that also makes every
+        device play until the slowest seed's episodes end."""
+        eps = self.setup.run.eval_episodes
+        fn = jax.vmap(lambda p, k: train_lib.evaluate(self.setup, p, k, eps, mode))
+        if self.sharding is None:
+            return fn(params, keys)
+        spec = jax.sharding.PartitionSpec("seed")
+        # check_vma off: the loop's carry starts from constants (device-invariant) and
+        # becomes per-device, which the varying-axes check refuses for loops.
+        return jax.shard_map(fn, mesh=self.sharding.mesh, in_specs=(spec, spec),
+                             out_specs=spec, check_vma=False)(params, keys)
 
     def _keys(self) -> np.ndarray:
         # Host inputs go in as numpy arrays: in a multi-host run every process passes the
@@ -96,6 +108,8 @@ class Trainer:
 
     def report(self, states: SeedState, log_index: int) -> dict:
         """The open-loop report (report.openl) of the first seed, from its replay."""
+        from dreamerjax import distributed
+        distributed.barrier("report")  # slicing out the first seed may move it: a collective
         key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
                                  + log_index)
         return to_host(self._report(states, np.asarray(key)))
@@ -131,12 +145,15 @@ def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
 def write_report(run: Run, states: SeedState, point: LogPoint, writer) -> list:
     """The open-loop report of a log point: files under run_dir/report (the latest log
     point's) and TensorBoard images. Nothing before the first update (the replay cannot
-    be sampled yet)."""
+    be sampled yet). Every process of a multi-host run calls it (the report gathers the
+    first seed's arrays, a collective); only the primary writes."""
     from dreamerjax import report
 
     if point.records[0]["updates"] <= 0:
         return []
     host = run.trainer.report(states, point.log_index)
+    if not run.primary:
+        return []
     title = f"{run.config.run.env}, seed {run.seeds[0]}, {point.rows} rows: "
     files = report.write_openl(host, os.path.join(run.out, "report"), title)
     for path in files:
@@ -163,6 +180,10 @@ def to_host(tree):
     spans several (each process holds only its own seeds' shards)."""
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
+
+        from dreamerjax import distributed
+        jax.block_until_ready(tree)  # this process's own work first: it may lag by minutes
+        distributed.barrier("to_host")
         tree = multihost_utils.process_allgather(tree, tiled=True)
     return jax.tree.map(np.asarray, tree)
 
@@ -509,6 +530,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     setup = train_lib.make_setup(config)
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     enable_compile_cache(compile_cache)
+    if precompile.wanted(compile_cache):  # XLA's compile peak paid in a child process
+        precompile.precompile(setup, seeds, devices, report=report)
     run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
@@ -549,7 +572,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             for r in point.records:
                 writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
             written += point.records
-            if report and run.primary:
+            if report:
                 write_report(run, states, point, writer)
             states = states.replace(window=metric_window.reset(states.window))
             stop = stop_requested()

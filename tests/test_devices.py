@@ -44,6 +44,11 @@ SCRIPT = textwrap.dedent("""
     hlo = compiled.as_text()
     res["collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
                                         "collective-permute", "reduce-scatter") if op in hlo]
+    keys = tr._keys()
+    eval_hlo = tr._eval.lower(st.agent.params, keys, False).compile().as_text()
+    res["eval_collectives"] = [op for op in ("all-gather", "all-reduce", "all-to-all",
+                                             "collective-permute", "reduce-scatter")
+                               if op in eval_hlo]
     st2, ends = compiled(st, due)
     res["chunk_shardings"] = specs(st2)
     res["ends_shardings"] = specs(ends)
@@ -108,6 +113,12 @@ def test_chunk_keeps_seeds_sharded_without_collectives(result):
     assert result["chunk_shardings"] == ['["seed"]']
     assert result["ends_shardings"] == ['[null, "seed"]']
     assert result["collectives"] == []
+
+
+def test_evaluation_runs_each_devices_seeds_without_collectives(result):
+    """The evaluation's while_loop stops on its own device's seeds (shard_map): a loop
+    condition reduced over the sharded seed axis would be an all-reduce."""
+    assert result["eval_collectives"] == []
 
 
 def _free_port() -> int:
