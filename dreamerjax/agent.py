@@ -155,13 +155,19 @@ def _same_resolution(keys, obs: dict, flag: str) -> None:
         raise ValueError(f"{flag}: image keys {res} must share one height and width")
 
 
-def preprocess(spaces: Spaces, obs: dict) -> dict:
-    """Stored observations -> float32 network inputs: uint8 images / 255 (Agent.preprocess,
-    agent.py:462-473), everything else cast to float32. {name: [..., *shape]}."""
+def compute_dtype(cfg: AgentConfig):
+    """The activations' JAX dtype (jax.compute_dtype)."""
+    return nm.compute_dtype(cfg.compute_dtype)
+
+
+def preprocess(spaces: Spaces, obs: dict, dtype=f32) -> dict:
+    """Stored observations -> network inputs: uint8 images cast to `dtype` (the compute
+    dtype) and divided by 255 in it (Agent.preprocess, agent.py:469-470), everything else
+    cast to float32. {name: [..., *shape]}."""
     out = {}
-    for name, (_, dtype) in spaces.obs_dict().items():
+    for name, (_, stored) in spaces.obs_dict().items():
         x = obs[name]
-        out[name] = x.astype(f32) / 255.0 if dtype == np.uint8 else x.astype(f32)
+        out[name] = x.astype(dtype) / 255.0 if stored == np.uint8 else x.astype(f32)
     return out
 
 
@@ -252,12 +258,13 @@ def batch_specs(cfg: AgentConfig, spaces: Spaces, batch: int, length: int) -> di
 
 def actor_out(p: dict, cfg: AgentConfig, spaces: Spaces, x):
     """Actor distribution parameters on features x [..., F]: discrete -> unimix logits
-    [..., A]; continuous -> (mean, std) [..., A] (nets.py:490-535)."""
-    h = nets.mlp(p, x, cfg.actor.layers, "h")
-    out = nets.linear(p["action"]["out"], h)
+    [..., A]; continuous -> (mean, std) [..., A] (nets.py:490-535). The layers compute in
+    the compute dtype, the distribution in float32 (nets.py:442,448)."""
+    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h")
+    out = nm.cast(nets.linear(p["action"]["out"], h), f32)
     if spaces.act_discrete:
         return nm.unimix_logits(out, cfg.actor_unimix)
-    std = nets.linear(p["action"]["std"], h)
+    std = nm.cast(nets.linear(p["action"]["std"], h), f32)
     return nm.normal_params(out, std, cfg.actor_minstd, cfg.actor_maxstd)
 
 
@@ -315,10 +322,11 @@ def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_
 
     obs {name: [B, *shape]} in the stored dtype, is_first [B] -> (action [B] int32 |
     [B, A], new carry, latent {deter [B, D], stoch [B, S] int32} to store with the row for
-    replay context).
+    replay context). The carry keeps its own dtype (float32 holds every bfloat16 value) and
+    the stored deter is float32 (agent.py:108-109).
     """
     k1, k2 = jax.random.split(key)
-    embed = nets.encode(params["enc"], cfg, spaces, preprocess(spaces, obs))
+    embed = nets.encode(params["enc"], cfg, spaces, preprocess(spaces, obs, compute_dtype(cfg)))
     prevact = embed_action(carry["action"], spaces)
     lat = {"deter": carry["deter"], "stoch": carry["stoch"]}
     lat, out = nets.obs_step(params["dyn"], cfg.rssm, lat, prevact, embed, is_first, k1, mode)
@@ -326,8 +334,10 @@ def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_
     act = actor_sample(dist, spaces, k2, mode)
     if spaces.act_discrete:
         act = jnp.argmax(act, -1).astype(jnp.int32)
-    new_carry = {"deter": lat["deter"], "stoch": lat["stoch"], "action": act}
-    latent = {"deter": out["deter"], "stoch": jnp.argmax(out["stoch"], -1).astype(jnp.int32)}
+    new_carry = {"deter": nm.cast(lat["deter"], carry["deter"].dtype),
+                 "stoch": nm.cast(lat["stoch"], carry["stoch"].dtype), "action": act}
+    latent = {"deter": nm.cast(out["deter"], f32),
+              "stoch": jnp.argmax(out["stoch"], -1).astype(jnp.int32)}
     return act, new_carry, latent
 
 
@@ -350,16 +360,16 @@ def twohot_expectation(cfg: AgentConfig, logits, bins):
 
 
 def reward_logits(p, cfg: AgentConfig, x):
-    return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins)
+    return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins, compute_dtype(cfg))
 
 
 def critic_logits(p, cfg: AgentConfig, x):
     """Critic or slow critic (same layout) logits on features x [..., F] -> [..., K]."""
-    return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins)
+    return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins, compute_dtype(cfg))
 
 
 def cont_logit(p, cfg: AgentConfig, x):
-    return nets.head(p, x, cfg.conhead.layers)[..., 0]
+    return nets.head(p, x, cfg.conhead.layers, compute_dtype(cfg))[..., 0]
 
 
 def _balance_stats(pred_mean, loss, target, thres):
@@ -384,13 +394,14 @@ def _balance_stats(pred_mean, loss, target, thres):
 def decoder_losses(spaces: Spaces, dec: dict, obs: dict) -> dict:
     """-log p of each decoded key, [B, T] each, named by the key: vectors symlog-MSE with
     the 1e-8 tolerance (TransformedMseDist, jaxutils.py:179-207), images MSE against the
-    preprocessed image (MSEDist, jaxutils.py:124-148), both summed over the key's dims."""
+    preprocessed image (MSEDist, jaxutils.py:124-148), both summed over the key's dims, in
+    float32 (agent.py:241 casts the targets, nets.py:367,442 the predictions)."""
     losses = {}
     for name in spaces.dec_vector_keys:
         dist = (dec[name] - nm.symlog(obs[name])) ** 2
         losses[name] = jnp.where(dist < 1e-8, 0.0, dist).sum(-1)
     for name in spaces.dec_image_keys:
-        losses[name] = ((dec[name] - obs[name]) ** 2).sum((-3, -2, -1))
+        losses[name] = ((dec[name] - nm.cast(obs[name], f32)) ** 2).sum((-3, -2, -1))
     return losses
 
 
@@ -403,7 +414,7 @@ def world_model(params, cfg: AgentConfig, spaces: Spaces, data: dict, carry: dic
     dec {key: prediction in symlog / pixel space}, rew_logits [B, T, K], con_logit [B, T],
     metrics).
     """
-    obs = preprocess(spaces, data["obs"])
+    obs = preprocess(spaces, data["obs"], compute_dtype(cfg))
     prevacts = jnp.concatenate([carry["action"][:, None], data["action"][:, :-1]], 1)
     prevacts = embed_action(prevacts, spaces)
     embed = nets.encode(params["enc"], cfg, spaces, obs)
@@ -436,20 +447,22 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     start {deter [N, D], stoch [N, S, C], logit [N, S, C]} -> (traj with [N, H+1, ...],
     acts [N, H+1, A]); index 0 is the start state and the action taken there. No gradient
     flows through the rollout (its outputs are only used under stop_gradient), so the
-    params are stop-gradiented here to spare the backward pass.
+    params are stop-gradiented here to spare the backward pass. Latents and actions are in
+    the compute dtype (the sampled actions are cast to it, agent.py:256,275).
     """
     params = sg(params)
     H = cfg.imag_length
+    dt = compute_dtype(cfg)
     k0, kscan = jax.random.split(key)
     dist0 = actor_out(params["actor"], cfg, spaces, nets.feat(start))
-    act0 = actor_sample(dist0, spaces, k0, mode)
+    act0 = nm.cast(actor_sample(dist0, spaces, k0, mode), dt)
 
     def step(carry, k):
         lat, act = carry
         ka, kb = jax.random.split(k)
         lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode)
         dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
-        act = actor_sample(dist, spaces, kb, mode)
+        act = nm.cast(actor_sample(dist, spaces, kb, mode), dt)
         return (lat, act), (out, act)
 
     init = sg(({"deter": start["deter"], "stoch": start["stoch"]}, act0))
@@ -594,7 +607,8 @@ def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: di
     cstats = _balance_stats(nm.bernoulli_mean(con_logit),
                             -nm.bernoulli_log_prob(con_logit, cont_data), cont_data, 0.5)
     metrics.update({f"constats/{k}": v for k, v in cstats.items()})
-    metrics["activation/embed"] = jnp.abs(wm["embed"]).mean()
+    # The mean in the embedding's dtype, cast back as the reference's metrics (jaxagent.py:371).
+    metrics["activation/embed"] = nm.cast(jnp.abs(wm["embed"]).mean(), f32)
     return metrics
 
 
@@ -688,10 +702,11 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
                            retnorm=aux["retnorm"], step=step, updates=count)
     post = aux["post"]
+    # Latents leave the update in float32, as the replay stores them (agent.py:108-109).
     outs = {
-        "replay": {"deter": post["deter"],
+        "replay": {"deter": nm.cast(post["deter"], f32),
                    "stoch": jnp.argmax(post["stoch"], -1).astype(jnp.int32)},
-        "carry": aux["carry"],
+        "carry": nm.cast(aux["carry"], f32),
     }
     return new_state, outs, metrics
 

@@ -77,6 +77,7 @@ class Options:
     stretch: int = 5  # --env: ticks per timed chunk
     rounds: int = 3  # --env: timed chunks after the gate (0: acting alone)
     num_envs: int = 16  # --env
+    set: tuple[str, ...] = ()  # --set KEY=VALUE on the benched config (not with --env)
 
     @classmethod
     def of(cls, args) -> Options:
@@ -86,15 +87,22 @@ class Options:
             kw["out"] = str(kw["out"])
         if "seeds" in kw:
             kw["seeds"] = tuple(int(n) for n in kw["seeds"])
+        if "set" in kw:
+            kw["set"] = tuple(kw["set"])
         return cls(**kw)
 
 
 # ----------------------------------------------------------------------------- programs
 
 
-def make_setup(tiny: bool):
+def make_setup(tiny: bool, sets: tuple[str, ...] = ()):
+    """The benched configuration: 1m (or tiny) CartPole, with `--set` items applied."""
+    from dreamerjax import configs
     from dreamerjax import train as loop
-    return loop.make_setup(loop.make_config(ENV, SIZE, tiny=tiny))
+    config = loop.make_config(ENV, SIZE, tiny=tiny)
+    if sets:
+        config = configs.with_sets(config, sets)
+    return loop.make_setup(config)
 
 
 def abstract_states(setup, num_seeds: int):
@@ -163,14 +171,15 @@ def use_cache(path: str) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def compile_worker(cache: str, tiny: bool, seed_counts: list[int]) -> dict:
+def compile_worker(cache: str, tiny: bool, seed_counts: list[int],
+                   sets: tuple[str, ...] = ()) -> dict:
     """Run in a fresh process: compile the update for each seed count against `cache`."""
     import jax
     use_cache(cache)
     hits = []
     jax.monitoring.register_event_listener(
         lambda event, **_: hits.append(1) if event.endswith("/cache_hits") else None)
-    setup = make_setup(tiny)
+    setup = make_setup(tiny, tuple(sets))
     out = {}
     for n in seed_counts:
         before = len(hits)
@@ -179,8 +188,9 @@ def compile_worker(cache: str, tiny: bool, seed_counts: list[int]) -> dict:
     return out
 
 
-def _run_worker(cache: str, tiny: bool, seed_counts) -> dict:
-    spec = json.dumps({"cache": cache, "tiny": tiny, "seed_counts": list(seed_counts)})
+def _run_worker(cache: str, tiny: bool, seed_counts, sets=()) -> dict:
+    spec = json.dumps({"cache": cache, "tiny": tiny, "seed_counts": list(seed_counts),
+                       "sets": list(sets)})
     proc = subprocess.run([sys.executable, "-m", "dreamerjax.bench", "--compile-worker", spec],
                           capture_output=True, text=True, check=False)
     if proc.returncode:
@@ -316,12 +326,12 @@ def run_bench(opts: Options) -> dict:
     cache = tempfile.mkdtemp(prefix="dreamerjax-bench-cache-")
     # Cold and warm compiles each in a fresh process; the cold one starts from an empty
     # cache directory, the warm one reads what the cold one wrote.
-    cold = _run_worker(cache, opts.tiny, counts)
-    warm = _run_worker(cache, opts.tiny, counts)
+    cold = _run_worker(cache, opts.tiny, counts, opts.set)
+    warm = _run_worker(cache, opts.tiny, counts, opts.set)
     use_cache(cache)  # so this process reuses the programs compiled above
 
     import jax
-    setup = make_setup(opts.tiny)
+    setup = make_setup(opts.tiny, opts.set)
     info = machine()
     per_seed, compiled_xla, rss = {}, None, {}
     rows_per_s = None
@@ -358,6 +368,7 @@ def run_bench(opts: Options) -> dict:
                    "batch_size": setup.run.batch_size, "batch_length": setup.run.batch_length,
                    "imag_length": setup.config.agent.imag_length,
                    "num_envs": setup.run.num_envs, "updates": opts.updates,
+                   "compute_dtype": setup.config.agent.compute_dtype, "set": list(opts.set),
                    "warmup": opts.warmup, "replay_rows": opts.ticks * setup.run.num_envs},
         "machine": info,
         "seconds_per_update_per_seed": per_seed,
@@ -399,6 +410,8 @@ def _argv(opts: Options) -> list[str]:
         out += ["--updates", str(opts.updates)]
     if opts.warmup != Options.warmup:
         out += ["--warmup", str(opts.warmup)]
+    for item in opts.set:
+        out += ["--set", item]
     return out
 
 
@@ -459,7 +472,8 @@ def format_table(r: dict) -> str:
     rows = table_rows(r)
     w = max(len(k) for k, _ in rows)
     m = r["machine"]
-    head = (f"dreamerjax bench: {r['config']['env']} {r['config']['size']}, "
+    dtype = r["config"].get("compute_dtype", "float32")
+    head = (f"dreamerjax bench: {r['config']['env']} {r['config']['size']} ({dtype}), "
             f"{m['backend']} ({m['cpu'] if m['backend'] == 'cpu' else m['device']}, "
             f"{m['cores']} cores), jax {m['jax']}")
     return "\n".join([head] + [f"  {k:<{w}}  {v}" for k, v in rows])
@@ -520,7 +534,9 @@ def main(args) -> int:
     if opts.env is not None:
         return env_main(opts)
     result = run_bench(opts)
-    out = opts.out if opts.out is not None else (None if opts.tiny else DEFAULT_OUT)
+    # results/bench holds the protocol's configuration: --tiny or --set write only to --out.
+    default = None if opts.tiny or opts.set else DEFAULT_OUT
+    out = opts.out if opts.out is not None else default
     path = write_results(result, out) if out else None
     if opts.json:
         print(json.dumps(result, sort_keys=True))
@@ -744,7 +760,8 @@ if __name__ == "__main__":
 
         xla_tuning.apply()  # as the command line does, before JAX starts
         spec = json.loads(sys.argv[2])
-        print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"])))
+        print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"],
+                                        tuple(spec.get("sets", ())))))
         sys.exit(0)
     from dreamerjax import cli
     sys.exit(cli.main(["bench", *sys.argv[1:]]))

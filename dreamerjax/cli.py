@@ -346,6 +346,9 @@ class BenchArgs:
     """Timed updates per configuration (after compilation)."""
     warmup: int = 3
     """Untimed updates before the timed ones."""
+    set: _Sets = ()
+    """Set a config key of the benched update by its dotted name, e.g. --set
+    jax.compute_dtype=bfloat16 (repeatable; not with --env; writes to --out only)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
     out: _path("PATH", "(default: results/bench; nothing written with --tiny or --env)") = None
@@ -367,6 +370,8 @@ class BenchArgs:
 
     def validate(self) -> BenchArgs:
         if self.env is not None:
+            if self.set:
+                raise ArgumentError("--set applies to the update bench, not to --env")
             if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:
                 raise ArgumentError("--stretch and --num-envs must be positive, --rounds "
                                     ">= 0")
@@ -385,13 +390,19 @@ class BenchArgs:
             raise ArgumentError(f"--updates must be positive, got {self.updates}")
         if self.warmup < 0:
             raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
-        if not self.seeds or any(n <= 0 for n in self.seeds):
-            raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
-        if self.updates <= 0:
-            raise ArgumentError(f"--updates must be positive, got {self.updates}")
-        if self.warmup < 0:
-            raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
+        _check_bench_sets(self.set)
         return self
+
+
+def _check_bench_sets(sets: tuple[str, ...]) -> None:
+    """The --set items on the default config, checked before JAX starts (one line naming
+    the key)."""
+    from dreamerjax import configs
+    from dreamerjax.config import Config
+    try:
+        configs.with_sets(Config(), sets)
+    except configs.ConfigError as e:
+        raise ArgumentError(str(e)) from e
 
 
 @dataclass(frozen=True)
@@ -890,7 +901,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else ""
-    owners = {"train": TrainArgs, "info": InfoArgs}
+    owners = {"train": TrainArgs, "info": InfoArgs, "bench": BenchArgs}
     if command in owners:  # the reference's flag form: --run.train_ratio 32 -> --set ...
         from dreamerjax.configs import ConfigError, rewrite_key_flags
 

@@ -70,7 +70,10 @@ PROTOCOL_CONFIG: dict[str, Any] = {
     "agent.conhead.units": 64,
     "agent.actor.units": 64,
     "agent.critic.units": 64,
+    "agent.compute_dtype": "float32",  # the reference side runs float32 too (REF_YAML_RUN)
 }
+# Keys a config.json written before they existed lacks: their value then.
+PROTOCOL_CONFIG_BEFORE = {"agent.compute_dtype": "float32"}
 
 # Keys of a reference config.yaml (embodied Config.save, dreamerv3/main.py:54) checked when
 # present: the overrides of section 1. Widths and steps only in full mode (smoke may be tiny).
@@ -386,8 +389,10 @@ def check_protocol_config(cfg: dict) -> Check:
         try:
             got = _dotted(cfg, key)
         except KeyError:
-            problems.append(f"{key} missing")
-            continue
+            if key not in PROTOCOL_CONFIG_BEFORE:
+                problems.append(f"{key} missing")
+                continue
+            got = PROTOCOL_CONFIG_BEFORE[key]
         if not _same_value(got, want):
             problems.append(f"{key} = {got!r}, protocol {want!r}")
     run = cfg.get("run", {})

@@ -161,6 +161,19 @@ class AgentConfig:
     # enc.spaces / dec.spaces: regexes of the observation keys encoded / decoded.
     enc_spaces: str = ".*"
     dec_spaces: str = ".*"
+    # jax.compute_dtype: the dtype of activations; parameters, optimiser state, losses and
+    # distribution outputs stay float32 (the reference's default is bfloat16,
+    # configs.yaml:24; ours float32, docs/config.md).
+    compute_dtype: str = "float32"
+
+
+# jax.compute_dtype values that run (numerics.compute_dtype maps them to JAX dtypes).
+COMPUTE_DTYPES = ("float32", "bfloat16")
+# Values the reference accepts that are refused here, with the reason.
+REFUSED_COMPUTE_DTYPES = {
+    "float16": "float16 needs the reference's dynamic loss scaling (jaxutils.py:459-463, "
+               "546-563), which is not implemented; use bfloat16",
+}
 
 
 @dataclass(frozen=True)

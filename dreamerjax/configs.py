@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from dreamerjax.config import (
+    COMPUTE_DTYPES,
     DEFAULT_SIZE,
+    REFUSED_COMPUTE_DTYPES,
     SIZES,
     AgentConfig,
     Config,
@@ -116,6 +118,7 @@ REFERENCE_KEYS: dict[str, str] = {
     **_group("retnorm", "agent.retnorm", ("rate", "limit", "perclo", "perchi")),  # :141
     "actent": "agent.actent",  # :144
     "slowreg": "agent.slowreg",  # :145
+    "jax.compute_dtype": "agent.compute_dtype",  # :24; ours defaults to float32
 }
 
 # Our own settings, which the reference does not have (names chosen not to collide with a
@@ -199,7 +202,6 @@ FIXED: dict[str, tuple[Any, str]] = {
     "wrapper.discretize": (0, "action discretisation is not implemented"),
     "wrapper.checks": (True, "rows are always checked"),
     "run.expl_until": (0, "no exploration phase is implemented"),
-    "jax.compute_dtype": ("float32", "only float32 compute is implemented so far"),
     "jax.param_dtype": ("float32", "parameters are float32"),
 }
 
@@ -715,6 +717,19 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     return config, Provenance(tuple(layers), origin)
 
 
+def with_sets(config: Config, sets: Sequence[str]) -> Config:
+    """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
+    given base, e.g. the bench's configuration), validated."""
+    flat = to_dotted(config)
+    origin = dict.fromkeys(flat, "config")
+    for item in sets:
+        key, value = parse_set(item)
+        _apply(flat, origin, {key: value}, f"--set {item}", full=True)
+    out = from_dotted(flat)
+    validate(out)
+    return out
+
+
 def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
     """The defaults with a dotted mapping applied (types checked as for --set), validated:
     e.g. the dotted JSON of an exported policy."""
@@ -808,6 +823,13 @@ def validate(config: Config) -> None:
             re.compile(flat[key])
         except re.error as e:
             raise ConfigError(f"{key}: {flat[key]!r} is not a valid regex: {e}") from None
+    dtype = flat["jax.compute_dtype"]
+    if dtype in REFUSED_COMPUTE_DTYPES:
+        raise ConfigError(f"jax.compute_dtype: {dtype!r} is not supported: "
+                          f"{REFUSED_COMPUTE_DTYPES[dtype]}")
+    if dtype not in COMPUTE_DTYPES:
+        raise ConfigError(f"jax.compute_dtype: {dtype!r}; choose one of "
+                          f"{', '.join(COMPUTE_DTYPES)}")
     if flat["twohot_mean"] not in TWOHOT_MEANS:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
@@ -859,5 +881,5 @@ __all__ = [
     "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
     "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
     "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set",
-    "resolve", "rewrite_key_flags", "to_dotted", "validate",
+    "resolve", "rewrite_key_flags", "to_dotted", "validate", "with_sets",
 ]

@@ -4,6 +4,13 @@ Parameter paths equal the reference's (nets.py @29eb964) without the `agent/` pr
 `params['dyn']['dynin0']['kernel']`, so the name map to the reference is a split on '/'.
 Every hidden layer is Linear -> RMSNorm -> SiLU (nets.py:599-640, :729-763); output layers
 have no norm. Initialisers follow the reference's 'normal' (truncated normal, nets.py:846-849).
+
+Compute dtype (`jax.compute_dtype`): layers compute in their input's dtype, their float32
+kernels and biases cast to it (nets.py:582,593,628,635,690,701). The callers cast inputs
+to the compute dtype where the reference does (the encoder after symlog, the RSSM's carry,
+action and embedding, the decoder's and heads' inputs), and outputs to float32 where it
+does: head outputs (nets.py:442,448), decoder outputs (:367, :442), the RSSM's logits for
+its distributions (:220). With float32 every cast is the identity (numerics.cast).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dreamerjax import numerics as nm
 from dreamerjax.config import AgentConfig, RSSMConfig
 
 sg = jax.lax.stop_gradient
+f32 = jnp.float32
 
 
 # ----------------------------------------------------------------------------- layers
@@ -35,8 +43,9 @@ def init_linear(key, din: int, dout: int, outscale: float = 1.0, norm: bool = Fa
 
 
 def linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
-    """x [..., din] -> [..., dout]; norm + SiLU when the layer has a norm (hidden layer)."""
-    x = x @ p["kernel"] + p["bias"]
+    """x [..., din] -> [..., dout] in x's dtype; norm + SiLU when the layer has a norm
+    (hidden layer)."""
+    x = x @ nm.cast(p["kernel"], x.dtype) + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
         x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
@@ -78,8 +87,8 @@ def grouped_matmul(x: jnp.ndarray, kernel: jnp.ndarray) -> jnp.ndarray:
 
 
 def block_linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
-    """x [..., G * I] -> [..., G * O]; each group multiplies its own block."""
-    x = grouped_matmul(x, p["kernel"]) + p["bias"]
+    """x [..., G * I] -> [..., G * O] in x's dtype; each group multiplies its own block."""
+    x = grouped_matmul(x, nm.cast(p["kernel"], x.dtype)) + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
         x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
@@ -145,27 +154,23 @@ def rssm_initial(cfg: RSSMConfig, batch: int) -> dict:
 
 
 def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
-    """One block-GRU step: deter [B, D], stoch [B, S, C], action [B, A] -> deter [B, D]."""
+    """One block-GRU step: deter [B, D], stoch [B, S, C], action [B, A] -> deter [B, D],
+    all in one (the compute) dtype."""
     g = cfg.blocks
+    dt = deter.dtype
     stoch = stoch.reshape((stoch.shape[0], -1))
     action = action / sg(jnp.maximum(1.0, jnp.abs(action)))
     x0 = linear(p["dynin0"], deter)
     x1 = linear(p["dynin1"], stoch)
     x2 = linear(p["dynin2"], action)
     x = jnp.concatenate([x0, x1, x2], -1)
-    # Each group's input is [its deter block, x]; x is shared by all groups, so its part of
-    # the first block-linear layer is one dense matmul instead of g copies of x (same
-    # products, 1.7x faster on CPU than broadcasting x to every group).
     p0 = p["dyn0"]
-    k = p0["kernel"]  # [g, D/g + 3H, O/g]
-    dg = deter.shape[-1] // g
-    hd = grouped_matmul(deter, k[:, :dg])
-    wx = jnp.transpose(k[:, dg:], (1, 0, 2)).reshape((x.shape[-1], -1))
-    x = hd + x @ wx + p0["bias"]
+    k = nm.cast(p0["kernel"], dt)  # [g, D/g + 3H, O/g]
+    x = _dyn0_product(deter, x, k) + nm.cast(p0["bias"], dt)
     x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"]))
     for i in range(1, cfg.dynlayers):
         x = block_linear(p[f"dyn{i}"], x)
-    kc, bc = p["dyncore"]["kernel"], p["dyncore"]["bias"]
+    kc, bc = nm.cast((p["dyncore"]["kernel"], p["dyncore"]["bias"]), dt)
     i, o = kc.shape[1], kc.shape[2] // 3
     if not _per_group(x):
         y = grouped_matmul(x, kc) + bc
@@ -182,6 +187,25 @@ def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
         new.append(_gru_gates(y[:, :o], y[:, o:2 * o], y[:, 2 * o:],
                               deter[:, j * o:(j + 1) * o]))
     return jnp.concatenate(new, -1)
+
+
+def _dyn0_product(deter, x, k):
+    """The first block layer's product: group j multiplies [deter block j, x] by k[j]
+    (nets.py:158-163). deter [B, D], x [B, 3H], k [g, D/g + 3H, O/g] -> [B, g * O/g].
+
+    In float32, x (shared by all groups) is one dense matmul instead of g copies of x
+    (same products, 1.7x faster on CPU than broadcasting x to every group). Below float32
+    the reference's own form: its one product per group is rounded once, where the sum
+    of two rounded partial products would round twice."""
+    g, dg = k.shape[0], deter.shape[-1] // k.shape[0]
+    if deter.dtype != f32:
+        b = deter.shape[0]
+        xs = jnp.broadcast_to(x[:, None], (b, g, x.shape[-1]))
+        grouped = jnp.concatenate([deter.reshape((b, g, dg)), xs], -1)
+        return grouped_matmul(grouped.reshape((b, -1)), k)
+    hd = grouped_matmul(deter, k[:, :dg])
+    wx = jnp.transpose(k[:, dg:], (1, 0, 2)).reshape((x.shape[-1], -1))
+    return hd + x @ wx
 
 
 def _gru_gates(reset, cand, update, deter):
@@ -207,14 +231,19 @@ def prior_logit(p: dict, cfg: RSSMConfig, deter):
 
 
 def _sample(key, logit, mode: bool):
-    return nm.onehot_mode(logit) if mode else nm.onehot_sample(key, logit)
+    """A straight-through one-hot of the float32 logits (nets.py:220), in the logits'
+    dtype (nets.py:70)."""
+    lf = nm.cast(logit, f32)
+    return nm.cast(nm.onehot_mode(lf) if mode else nm.onehot_sample(key, lf), logit.dtype)
 
 
 def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode=False):
     """Posterior step. carry {deter [B,D], stoch [B,S,C]}, action [B,A], embed [B,E],
     is_first [B] -> (carry, outs {deter, stoch, logit}). The carry and the previous action
-    are zeroed where is_first (nets.py:63-64)."""
-    keep = 1.0 - is_first.astype(jnp.float32)
+    are zeroed where is_first (nets.py:63-64). Computes in embed's dtype, the compute dtype:
+    the carry and action are cast to it (nets.py:58)."""
+    carry, action = nm.cast((carry, action), embed.dtype)
+    keep = 1.0 - is_first.astype(embed.dtype)
     deter = carry["deter"] * keep[:, None]
     stoch = carry["stoch"] * keep[:, None, None]
     action = action * keep[:, None]
@@ -228,7 +257,9 @@ def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode
 
 
 def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False):
-    """Prior step: carry {deter, stoch}, action [B, A] -> (carry, outs)."""
+    """Prior step: carry {deter, stoch}, action [B, A] -> (carry, outs), in the carry's
+    dtype (the action is cast to it, nets.py:82)."""
+    action = nm.cast(action, carry["deter"].dtype)
     deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action)
     logit = prior_logit(p, cfg, deter)
     stoch = _sample(key, logit, mode)
@@ -237,7 +268,8 @@ def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False):
 
 def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False):
     """Scan obs_step over time. actions [B,T,A], embed [B,T,E], is_first [B,T] ->
-    (carry, outs with [B, T, ...])."""
+    (carry, outs with [B, T, ...]), in embed's dtype."""
+    carry = nm.cast(carry, embed.dtype)
     T = embed.shape[1]
     keys = jax.random.split(key, T)
     swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
@@ -251,9 +283,10 @@ def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False
 
 
 def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float):
-    """Dynamics and representation losses [B, T] with free bits (nets.py:97-110)."""
-    prior = prior_logit(p, cfg, outs["deter"])
-    post = outs["logit"]
+    """Dynamics and representation losses [B, T] with free bits (nets.py:97-110), float32:
+    the distributions take float32 logits (nets.py:220)."""
+    prior = nm.cast(prior_logit(p, cfg, outs["deter"]), f32)
+    post = nm.cast(outs["logit"], f32)
     dyn = nm.categorical_kl(sg(post), prior).sum(-1)
     rep = nm.categorical_kl(post, sg(prior)).sum(-1)
     if free:
@@ -281,15 +314,17 @@ def _conv_init(key, k, cin, cout, outscale=1.0, norm=True):
 
 
 def _conv(p, x, stride, transp=False):
-    """Conv2D (nets.py:539-596), 'SAME' padding, HWIO kernel; norm + SiLU when it has a
-    norm. Transposed convolutions use the stored kernel as it is (transpose_kernel off)."""
+    """Conv2D (nets.py:539-596), 'SAME' padding, HWIO kernel, in x's dtype; norm + SiLU
+    when it has a norm. Transposed convolutions use the stored kernel as it is
+    (transpose_kernel off)."""
     dn = ("NHWC", "HWIO", "NHWC")
+    kernel = nm.cast(p["kernel"], x.dtype)
     if transp:
-        x = jax.lax.conv_transpose(x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
+        x = jax.lax.conv_transpose(x, kernel, (stride, stride), "SAME", dimension_numbers=dn)
     else:
         x = jax.lax.conv_general_dilated(
-            x, p["kernel"], (stride, stride), "SAME", dimension_numbers=dn)
-    x = x + p["bias"]
+            x, kernel, (stride, stride), "SAME", dimension_numbers=dn)
+    x = x + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
         x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
     return x
@@ -358,19 +393,21 @@ def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
 
 
 def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
-    """Preprocessed float observations {name: [*B, *shape]} -> embed [*B, E].
+    """Preprocessed float observations {name: [*B, *shape]} -> embed [*B, E] in the
+    compute dtype.
 
-    Vector keys are concatenated, symlogged and go through the MLP; image keys are
-    concatenated along channels, shifted by -0.5 and go through the CNN; the two outputs
-    are concatenated vectors first (nets.py:246-277)."""
+    Vector keys are concatenated, symlogged in float32 and go through the MLP; image keys
+    are concatenated along channels in the compute dtype, shifted by -0.5 and go through
+    the CNN; the two outputs are concatenated vectors first (nets.py:246-277)."""
     e = cfg.enc
+    dt = nm.compute_dtype(cfg.compute_dtype)
     outs = []
     if spaces.enc_vector_keys:
         x = jnp.concatenate([obs[k].astype(jnp.float32) for k in spaces.enc_vector_keys], -1)
         x = nm.symlog(x) if e.symlog else x
-        outs.append(mlp(p, x, e.layers, "mlp"))
+        outs.append(mlp(p, nm.cast(x, dt), e.layers, "mlp"))
     if spaces.enc_image_keys:
-        x = jnp.concatenate([obs[k].astype(jnp.float32) for k in spaces.enc_image_keys], -1)
+        x = jnp.concatenate([nm.cast(obs[k], dt) for k in spaces.enc_image_keys], -1)
         bshape = x.shape[:-3]
         x = x.reshape((-1, *x.shape[-3:])) - 0.5
         for i, s in enumerate(cnn_strides(e, x.shape[-3])):
@@ -438,16 +475,18 @@ def init_decoder(key, cfg: AgentConfig, spaces) -> dict:
 
 
 def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
-    """Decoder predictions {key: [..., *shape]}: vectors in symlog space (the mode is
-    symexp of it), images in pixel space in [0, 1] (sigmoid); vectors first."""
+    """Decoder predictions {key: [..., *shape]}, float32: vectors in symlog space (the mode
+    is symexp of it), images in pixel space in [0, 1] (sigmoid); vectors first. The latent
+    is cast to the compute dtype first (nets.py:316,329,339-340)."""
     d = cfg.dec
+    lat = nm.cast({k: lat[k] for k in ("deter", "stoch")}, nm.compute_dtype(cfg.compute_dtype))
     outs = {}
     if spaces.dec_vector_keys:
         x = mlp(p, feat(lat), d.layers, "mlp")
         for name in spaces.dec_vector_keys:
-            outs[name] = linear(p[out_name(name)]["out"], x)
+            outs[name] = nm.cast(linear(p[out_name(name)]["out"], x), f32)
     if spaces.dec_image_keys:
-        x = _decode_image(p, cfg, lat)
+        x = nm.cast(_decode_image(p, cfg, lat), f32)
         sizes = [spaces.obs_dict()[k][0][-1] for k in spaces.dec_image_keys]
         for name, part in zip(spaces.dec_image_keys, jnp.split(x, np.cumsum(sizes)[:-1], -1),
                               strict=True):
@@ -489,10 +528,11 @@ def init_head(key, din: int, units: int, layers: int, dout: int, outscale: float
     return p
 
 
-def head(p: dict, x: jnp.ndarray, layers: int, name: str = "dist", out: str = "out"):
-    """x [..., F] -> raw outputs [..., dout]."""
-    x = mlp(p, x, layers, "h")
-    return linear(p[name][out], x)
+def head(p: dict, x: jnp.ndarray, layers: int, dtype, name: str = "dist", out: str = "out"):
+    """x [..., F] -> raw outputs [..., dout], float32 (nets.py:442); the layers compute in
+    `dtype` (MLP's Input casts to the compute dtype, nets.py:393)."""
+    x = mlp(p, nm.cast(x, dtype), layers, "h")
+    return nm.cast(linear(p[name][out], x), f32)
 
 
 def twohot_width(bins: int) -> int:
@@ -500,8 +540,8 @@ def twohot_width(bins: int) -> int:
     return bins + bins % 2
 
 
-def twohot_logits(p: dict, x: jnp.ndarray, layers: int, bins: int) -> jnp.ndarray:
-    out = head(p, x, layers)
+def twohot_logits(p: dict, x: jnp.ndarray, layers: int, bins: int, dtype) -> jnp.ndarray:
+    out = head(p, x, layers, dtype)
     return out[..., :bins]
 
 

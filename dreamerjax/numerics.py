@@ -1,4 +1,5 @@
-"""Numerical building blocks shared by the networks and losses (all float32, pure jnp).
+"""Numerical building blocks shared by the networks and losses (pure jnp; float32 except
+the layers' activations, which are in the compute dtype of their input).
 
 Each function states the reference behaviour it reproduces (danijar/dreamerv3 @29eb964) as
 `file:line`. Distribution formulas follow tensorflow-probability 0.24 (JAX substrate), which
@@ -346,9 +347,33 @@ def truncated_normal_init(
 
 
 def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-4) -> jax.Array:
-    """x * (rsqrt(mean(x^2, -1) + eps) * scale) (nets.py:758-763, Norm 'rms')."""
+    """x * (rsqrt(mean(x^2, -1) + eps) * scale) (nets.py:758-763, Norm 'rms'), in x's
+    dtype: bfloat16 stays bfloat16 there (only float16 is computed in float32)."""
     mult = jax.lax.rsqrt(jnp.mean(x * x, -1)[..., None] + eps) * scale.astype(x.dtype)
     return x * mult
+
+
+# --------------------------------------------------------------------------- compute dtype
+
+# jax.compute_dtype -> JAX dtype (the names are config.COMPUTE_DTYPES; a test keeps them
+# equal). float16 is refused by the config check (no loss scaling here).
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def compute_dtype(name: str):
+    """The activations' dtype of a `jax.compute_dtype` value."""
+    return COMPUTE_DTYPES[name]
+
+
+def cast(tree, dtype):
+    """Every floating leaf of tree in dtype (the reference's cast_to_compute,
+    jaxutils.py:24-27, with the target given). A leaf already in dtype is returned as it
+    is, so that a float32 program traces exactly as without the cast."""
+    def one(x):
+        if not jnp.issubdtype(x.dtype, jnp.floating) or x.dtype == dtype:
+            return x
+        return x.astype(dtype)
+    return jax.tree.map(one, tree)
 
 
 # --------------------------------------------------------------------------- metrics
@@ -375,5 +400,6 @@ __all__ = [
     "unimix_logits", "onehot_sample", "onehot_mode", "onehot_log_prob", "onehot_entropy",
     "categorical_kl", "bernoulli_log_prob", "bernoulli_mean", "normal_params",
     "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",
-    "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats",
+    "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats", "COMPUTE_DTYPES",
+    "compute_dtype", "cast",
 ]

@@ -40,7 +40,7 @@ def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT) -> dic
     of observed rows; the rest are imagined).
     """
     carry, data = agent_lib.split_context(cfg, spaces, batch)
-    obs = agent_lib.preprocess(spaces, data["obs"])
+    obs = agent_lib.preprocess(spaces, data["obs"], agent_lib.compute_dtype(cfg))
     T = data["is_first"].shape[1]
     n = min(context, T // 2)
     prevacts = agent_lib.embed_action(
@@ -71,7 +71,7 @@ def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT) -> dic
         out[f"truth/{name}"] = obs[name]
         out[f"pred/{name}"] = nm.symexp(dec[name])
     for name in spaces.dec_image_keys:
-        out[f"truth/{name}"] = obs[name]
+        out[f"truth/{name}"] = obs[name].astype(f32)
         out[f"pred/{name}"] = dec[name]
     return out
 
