@@ -128,6 +128,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two processes each compile the whole run: minutes on 2 cores
 def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
     """A multi-host run on one machine: 2 processes with 1 CPU device each, joined by
     `--distributed`, train seeds 0 and 1 (one per process) into one shared run directory,

@@ -15,8 +15,8 @@ AE = ("twohot.npz", "symlog_symexp.npz", "retnorm.npz", "lambda_returns.npz", "o
 
 
 @pytest.fixture(scope="module")
-def reference_rows():
-    return run_parity(REF, print_table=False)[0]
+def reference_rows(reference_parity):
+    return reference_parity[0]
 
 
 def test_fixtures_a_to_e_pass(reference_rows):

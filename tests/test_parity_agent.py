@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamerjax.parity import fixtures, run_parity
+from dreamerjax.parity import fixtures
 
 REF = Path(__file__).parent / "data" / "reference"
 AGENT = ("wm_loss.npz", "ac_loss.npz", "ac_loss_centered.npz", "update.npz",
@@ -16,8 +16,8 @@ AGENT = ("wm_loss.npz", "ac_loss.npz", "ac_loss_centered.npz", "update.npz",
 
 
 @pytest.fixture(scope="module")
-def result():
-    return run_parity(REF, strict=True, print_table=False)
+def result(reference_parity):
+    return reference_parity
 
 
 def test_strict_parity_passes(result):
