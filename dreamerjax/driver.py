@@ -561,6 +561,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
                 break
             tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
             testhooks.point("chunk", log_index)
+            precompile.before_chunk()  # glibc's freed heap back before the update's buffers
             states, ends = run.trainer.chunk(states, log_index)
             point, host = log_point(run, states, ends, log_index, time.time() - t0)
             for cb in run.callbacks:

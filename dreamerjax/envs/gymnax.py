@@ -16,12 +16,16 @@ Observations, as the reference's encoder would see them:
 
 from __future__ import annotations
 
-import gymnax
-import jax.numpy as jnp
-import numpy as np
-from gymnax.environments import spaces as gx_spaces
+from dreamerjax.envs import deferred
 
-from dreamerjax.envs.core import EnvSpec, Step, box_bounds
+deferred.defer("seaborn")  # imported by gymnax's pong for its render only (~90 MiB)
+
+import gymnax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from gymnax.environments import spaces as gx_spaces  # noqa: E402
+
+from dreamerjax.envs.core import EnvSpec, Step, box_bounds  # noqa: E402
 
 
 def _obs_converter(env_id: str, space):

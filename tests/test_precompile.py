@@ -1,0 +1,109 @@
+"""The precompile child (dreamerjax/precompile.py): when it runs, that the training process
+then loads every compiled program of the run from the persistent cache, and that the
+records do not change (slow: three tiny compiles in fresh processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dreamerjax import precompile
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--tiny", "--steps", "512", "--eval-every", "256", "--num-envs", "4",
+        "--eval-episodes", "2"]
+
+
+def test_wanted_follows_the_cache_flag_and_the_variable(monkeypatch):
+    monkeypatch.delenv(precompile.ENV, raising=False)
+    assert precompile.wanted(True)
+    assert not precompile.wanted(False)  # --no-compile-cache
+    monkeypatch.setenv(precompile.ENV, "0")
+    assert not precompile.wanted(True)
+
+
+def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
+    from dreamerjax import host_driver
+
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(precompile, "_cache_dir", lambda: None)
+    assert precompile.precompile(object(), (0,)) is None  # --no-compile-cache
+    monkeypatch.setattr(precompile, "_cache_dir", lambda: "/nonexistent")
+    monkeypatch.setattr(host_driver, "is_host_setup", lambda setup: True)
+    assert precompile.precompile(object(), (0,)) is None  # gym_, atari_, dmc_, crafter_
+    assert not ran
+
+
+def test_malloc_trim_is_harmless():
+    assert precompile.malloc_trim() in (True, False)
+
+
+def test_seaborn_is_deferred_until_used():
+    """gymnax imports seaborn (and so scipy.stats, pandas) for Pong's render only:
+    envs/deferred.py loads it on the first attribute read, as the real module."""
+    code = ("import sys\n"
+            "from dreamerjax.envs import gymnax as g\n"
+            "g.make('CartPole-v1')\n"
+            "assert 'scipy' not in sys.modules and 'pandas' not in sys.modules\n"
+            "import seaborn\n"
+            "assert len(seaborn.color_palette('cubehelix', 3)) == 3\n"
+            "assert type(sys.modules['seaborn']).__name__ == 'module'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=300)
+
+
+# A `dreamerjax train` process that reports, for each compile of 0.2 s or more (the run's
+# own programs), whether it was a persistent-cache hit.
+LAUNCH = """
+import json, sys
+import jax
+events, hits = [], []
+jax.monitoring.register_event_listener(
+    lambda e, **_: hits.append(1) if e.endswith("/cache_hits") else None)
+def on(e, d, **kw):
+    if e.endswith("backend_compile_duration"):
+        events.append({"fun": kw.get("fun_name"), "s": d, "hit": bool(hits)})
+        hits.clear()
+jax.monitoring.register_event_duration_secs_listener(on)
+from dreamerjax import cli
+code = cli.main(sys.argv[1:])
+print("COMPILES " + json.dumps(events))
+sys.exit(code)
+"""
+
+
+def _train(out: Path, cache: Path, *extra, precompile_on: bool = True):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache),
+               DREAMERJAX_PRECOMPILE="1" if precompile_on else "0")
+    proc = subprocess.run([sys.executable, "-c", LAUNCH, "train", *TINY, "--out", str(out),
+                           *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("COMPILES ")][-1]
+    return json.loads(line.removeprefix("COMPILES ")), proc.stderr
+
+
+def _records(out: Path) -> list[dict]:
+    with open(out / "records.jsonl") as f:
+        return [{k: v for k, v in json.loads(x).items() if k != "wall_s"} for x in f]
+
+
+@pytest.mark.slow
+def test_training_process_loads_every_program_and_records_are_unchanged(tmp_path):
+    cache = tmp_path / "cache"
+    compiles, _ = _train(tmp_path / "pre", cache)
+    assert list((cache / "dreamerjax" / "jax").iterdir()), "the child filled no cache"
+    big = [c for c in compiles if c["s"] >= 0.2 or c["fun"] in ("jit(_eval_fn)",)]
+    names = {c["fun"] for c in big}
+    assert {"jit(<lambda>)", "jit(_eval_fn)"} <= names, compiles
+    run_programs = [c for c in compiles if c["fun"] in ("jit(<lambda>)", "jit(_eval_fn)")]
+    assert len(run_programs) >= 4 and all(c["hit"] for c in run_programs), run_programs
+    # The same run compiled in the training process itself, without any cache.
+    _train(tmp_path / "plain", tmp_path / "cache2", "--no-compile-cache",
+           precompile_on=False)
+    assert _records(tmp_path / "pre") == _records(tmp_path / "plain")
