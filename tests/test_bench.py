@@ -35,6 +35,7 @@ def _positive(x):
     return isinstance(x, int | float) and math.isfinite(x) and x > 0
 
 
+@pytest.mark.slow  # the bench's cold/warm compile workers: a minute
 def test_json_has_every_figure(smoke):
     code, lines, _ = smoke
     assert code == 0
@@ -56,12 +57,14 @@ def test_json_has_every_figure(smoke):
     assert r["config"]["size"] == "tiny"
 
 
+@pytest.mark.slow  # the bench's cold/warm compile workers: a minute
 def test_warm_compile_reads_the_cold_cache(smoke):
     r = json.loads(smoke[1][0])
     assert r["compile_by_seeds"]["cold"]["1"]["cache_hits"] == 0
     assert r["compile_by_seeds"]["warm"]["1"]["cache_hits"] > 0
 
 
+@pytest.mark.slow  # the bench's cold/warm compile workers: a minute
 def test_results_written(smoke):
     _, lines, out = smoke
     files = sorted(p.name for p in out.iterdir())

@@ -112,6 +112,7 @@ def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
     assert checkpoint.indices(out) == []
 
 
+@pytest.mark.slow  # a third tiny run; tests/test_agent.py checks vmapped seeds stay apart
 def test_seed_records_do_not_depend_on_other_seeds(whole, tmp_path):
     out = tmp_path / "other"
     _train(_cfg(), out, seeds=(0, 2))
