@@ -296,6 +296,13 @@ def latest(run_dir: str | os.PathLike) -> tuple[int, dict] | None:
     return found[-1], read_meta(run_dir, found[-1])
 
 
+def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] | None:
+    """latest_good's (index, meta) for readers that only load (eval, load_policy, export):
+    a damaged newest checkpoint is skipped with a one-line warning and left in place (only
+    a resuming writer sets it aside); NoGoodCheckpoint when none verifies."""
+    return latest_good(run_dir, warn)[0]
+
+
 def _abstract(x: Any) -> Any:
     """A restore target leaf: shape, dtype and (for jax arrays) sharding of x."""
     if isinstance(x, jax.ShapeDtypeStruct):

@@ -650,7 +650,7 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
     trainer = make_trainer(train_lib.make_setup(config), seeds)
-    found = ckpt.latest(run_dir)
+    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
     # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
@@ -671,7 +671,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
 
     config, seeds = records.read_run_config(run_dir)
     trainer = make_trainer(train_lib.make_setup(config), seeds)
-    found = ckpt.latest(run_dir)
+    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
     states = ckpt.restore(run_dir, found[0], trainer.abstract_state())

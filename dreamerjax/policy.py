@@ -169,14 +169,17 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     seeds = [int(s) for s in json.loads(cfg_path.read_text()).get("seeds", [])]
     if seed not in seeds:
         raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
-    indices = ckpt.indices(run_dir)
-    if not indices:
+    try:
+        found = ckpt.latest_verified(run_dir)
+    except ckpt.NoGoodCheckpoint as e:
+        raise PolicyError(str(e)) from e
+    if found is None:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
+    index = found[0]
     spaces = train_lib.make_setup(config).spaces
-    stacked = stacked_params(run_dir, indices[-1], config, spaces, len(seeds))
+    stacked = stacked_params(run_dir, index, config, spaces, len(seeds))
     params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)
-    return Policy(config, spaces, params, seed,
-                  source=f"{run_dir} checkpoint {indices[-1]}")
+    return Policy(config, spaces, params, seed, source=f"{run_dir} checkpoint {index}")
 
 
 def stacked_params(run_dir: str | os.PathLike, index: int, config: Config, spaces,

@@ -2,6 +2,7 @@
 policy file is data (no pickle) that is refused with the reason when it does not fit."""
 
 import json
+import shutil
 import zipfile
 
 import jax
@@ -203,3 +204,29 @@ def test_export_command_and_package_entry_point(run_dir, tmp_path, capsys):
     assert cli.main(["export", str(run_dir), "--seed", "9", "--out", str(out)]) == 2
     assert "seed 9 was not trained" in capsys.readouterr().err
     assert cli.main(["export", str(run_dir), "--out", str(tmp_path / "p.bin")]) == 2
+
+
+def test_a_damaged_latest_checkpoint_is_skipped_with_a_warning(run_dir, tmp_path, capsys):
+    """load_policy verifies what it reads (the sha256 manifest): a byte flipped in the
+    newest checkpoint makes it load the previous one, warned, and leave the files alone."""
+    from dreamerjax import checkpoint as ckpt
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    first, last = ckpt.indices(copy)[-2:]
+    files = [p for p in (copy / "checkpoints" / str(last)).rglob("*") if p.is_file()]
+    target = max(files, key=lambda p: p.stat().st_size)
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    target.write_bytes(bytes(data))
+    policy = load_policy(copy, seed=SEEDS[0])
+    assert policy.source.endswith(f"checkpoint {first}")
+    err = capsys.readouterr().err
+    assert f"checkpoint {last} of {copy} is damaged" in err
+    assert target.exists() and ckpt.indices(copy)[-1] == last  # nothing moved or deleted
+    target.unlink()  # the other one damaged too: refused with the reason
+    for p in (copy / "checkpoints" / str(first)).rglob("*"):
+        if p.is_file() and p.stat().st_size > 1000:
+            p.write_bytes(b"0" * p.stat().st_size)
+    with pytest.raises(PolicyError, match="no good checkpoint"):
+        load_policy(copy, seed=SEEDS[0])
