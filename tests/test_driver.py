@@ -73,6 +73,7 @@ def test_tensorboard_holds_every_record_once(whole):
         assert evals == want
 
 
+@pytest.mark.slow  # two more runs; the kill test and test_replay's grow test keep both halves
 def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(whole, tmp_path):
     """Defects 2 and 3: a run of 1,200 rows resumed to 1,600 (its replay ring grows from
     75 to 100 rows per env) equals the 1,600-row run, also after a crash left a torn

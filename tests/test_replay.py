@@ -208,3 +208,25 @@ def test_write_latents_with_longer_context():
                                   [5, 6])
     with pytest.raises(ValueError, match="do not fit"):
         rp.replay_write_latents(state, index, jnp.zeros((1, 5, D)), jnp.zeros((1, 5, S)))
+
+
+def test_grow_keeps_every_row_in_its_slot_and_refuses_what_it_cannot():
+    """A resumed run whose --steps grew (driver.restore_run): the rings of a replay that
+    never wrapped grow with every row at its slot and zeros after; a wrapped ring and a
+    smaller capacity are refused (tests/test_driver.py's slow test resumes a whole run)."""
+    state = _filled(2, 10, 4, 7)
+    grown = rp.replay_grow(state, 15)
+    assert grown.capacity == 15 and grown.length == state.length
+    np.testing.assert_array_equal(grown.count, state.count)
+    for name, v in state.data.items():
+        g = np.asarray(grown.data[name])
+        np.testing.assert_array_equal(g[:, :10], np.asarray(v))
+        assert not g[:, 10:].any(), name
+    assert rp.replay_grow(state, 10) is state
+    with pytest.raises(ValueError, match="cannot shrink"):
+        rp.replay_grow(state, 8)
+    with pytest.raises(ValueError, match="has wrapped"):
+        rp.replay_grow(_filled(2, 10, 4, 12), 15)
+    # Sampling the grown replay draws only written windows, as the original does.
+    idx = _sample(grown, jax.random.PRNGKey(0), 64)[2]
+    assert int(np.max(np.asarray(idx.start))) + 4 <= 7
