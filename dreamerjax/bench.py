@@ -538,12 +538,18 @@ def main(args) -> int:
     default = None if opts.tiny or opts.set else DEFAULT_OUT
     out = opts.out if opts.out is not None else default
     path = write_results(result, out) if out else None
-    if opts.json:
+    written = path and f"{path} and {os.path.join(out, 'README.md')}"
+    return _print_result(result, opts.json, format_table, written)
+
+
+def _print_result(result: dict, as_json: bool, table, written: str | None) -> int:
+    """One JSON object, or the table and where the figures were written."""
+    if as_json:
         print(json.dumps(result, sort_keys=True))
     else:
-        print(format_table(result))
-        if path:
-            print(f"written: {path} and {os.path.join(out, 'README.md')}")
+        print(table(result))
+        if written:
+            print(f"written: {written}")
     return 0
 
 
@@ -745,13 +751,7 @@ def env_main(opts: Options) -> int:
         with open(path, "w") as f:
             json.dump(result, f, indent=2, sort_keys=True)
             f.write("\n")
-    if opts.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        print(format_env_table(result))
-        if path:
-            print(f"written: {path}")
-    return 0
+    return _print_result(result, opts.json, format_env_table, path)
 
 
 if __name__ == "__main__":
