@@ -38,6 +38,7 @@ from dreamerjax.config import (
     DEFAULT_SIZE,
     REFUSED_COMPUTE_DTYPES,
     SIZES,
+    TINY,
     AgentConfig,
     Config,
     agent_config,
@@ -512,10 +513,10 @@ _SIZE12M = _size_preset(**SIZES["12m"])
 NAMED: dict[str, dict[str, Any]] = {
     # size1m is ours (the protocol's model); size12m ... size400m are the reference's.
     **{f"size{name}": _size_preset(**s) for name, s in SIZES.items()},
-    # The fixtures' tiny network (ours): stoch 4 and the default CNN depth.
-    "tiny": {"dyn.rssm.deter": 64, "dyn.rssm.hidden": 16, "dyn.rssm.classes": 4,
-             "dyn.rssm.stoch": 4, r".*\.units": 16,
-             r".*\.depth": AgentConfig().enc.depth},
+    # The fixtures' tiny network (ours; config.TINY).
+    "tiny": {"dyn.rssm.deter": TINY["deter"], "dyn.rssm.hidden": TINY["hidden"],
+             "dyn.rssm.classes": TINY["classes"], "dyn.rssm.stoch": TINY["stoch"],
+             r".*\.units": TINY["units"], r".*\.depth": TINY["depth"]},
     # :192-199; enc/dec.spaces 'image' are left to the suite's observation keys.
     "atari": {"task": "atari_pong", "env.atari.size": [96, 96],
               r"(enc|dec).simple.minres": 6, "run.steps": 5.1e7},

@@ -124,8 +124,7 @@ def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra):
     import dataclasses
 
     pytest.importorskip(extra)
-    # Small batches: the tiny config keeps the reference's CNN depth, and 16 x 65 frames of
-    # 64 x 64 through it exceed this machine's memory.
+    # Small batches and few envs: a few hundred rows of each suite, two seeds, quickly.
     cfg = make_config(env_id, tiny=True, steps=320, eval_every=160, eval_episodes=1,
                       num_envs=2, episode_limit=60, batch_size=2, batch_length=16,
                       train_ratio=8)
