@@ -77,7 +77,7 @@ class Options:
     stretch: int = 5  # --env: ticks per timed chunk
     rounds: int = 3  # --env: timed chunks after the gate (0: acting alone)
     num_envs: int = 16  # --env
-    set: tuple[str, ...] = ()  # --set KEY=VALUE on the benched config (not with --env)
+    set: tuple[str, ...] = ()  # --set KEY=VALUE on the benched config (with --env: both runs)
 
     @classmethod
     def of(cls, args) -> Options:
@@ -574,12 +574,15 @@ def compiled_counterpart(env_id: str) -> str | None:
 
 def env_config(env_id: str, opts: Options, chunks: int):
     """The protocol's run (1m or tiny, 16 envs, train ratio 512, batch 16 x 64) over
-    `chunks` log intervals of `opts.stretch` ticks, one evaluation episode (never run)."""
+    `chunks` log intervals of `opts.stretch` ticks, one evaluation episode (never run),
+    with --set items applied (e.g. a CNN that fits MinAtar's 10 x 10 frames)."""
+    from dreamerjax import configs
     from dreamerjax import train as loop
     n = opts.num_envs
-    return loop.make_config(env_id, SIZE, tiny=opts.tiny, num_envs=n,
-                            steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
-                            eval_episodes=1)
+    config = loop.make_config(env_id, SIZE, tiny=opts.tiny, num_envs=n,
+                              steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
+                              eval_episodes=1)
+    return configs.with_sets(config, opts.set) if opts.set else config
 
 
 def gate_chunks(opts: Options) -> int:
@@ -690,7 +693,8 @@ def run_env_bench(opts: Options) -> dict:
                       "train_ratio": runs[0].setup.run.train_ratio,
                       "batch_size": runs[0].setup.run.batch_size,
                       "batch_length": runs[0].setup.run.batch_length,
-                      "seeds": 1, "stretch_ticks": opts.stretch, "rounds": opts.rounds},
+                      "seeds": 1, "stretch_ticks": opts.stretch, "rounds": opts.rounds,
+                      "set": list(opts.set)},
            "machine": info, "loadavg": [list(x) for x in loads],
            "runs": [_summary(r, first_timed) for r in runs],
            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -708,6 +712,8 @@ def _env_argv(opts: Options) -> list[str]:
         value = getattr(opts, name)
         if value != getattr(Options, name):
             out += [f"--{name.replace('_', '-')}", str(value)]
+    for item in opts.set:
+        out += ["--set", item]
     return out
 
 

@@ -348,7 +348,8 @@ class BenchArgs:
     """Untimed updates before the timed ones."""
     set: _Sets = ()
     """Set a config key of the benched update by its dotted name, e.g. --set
-    jax.compute_dtype=bfloat16 (repeatable; not with --env; writes to --out only)."""
+    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs; writes to
+    --out only)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
     out: _path("PATH", "(default: results/bench; nothing written with --tiny or --env)") = None

@@ -114,3 +114,10 @@ def test_env_bench_options():
     assert (opts.env, opts.rounds, opts.stretch, opts.num_envs) == ("gym_CartPole-v1", 0, 5, 16)
     with pytest.raises(cli.ArgumentError, match="unknown suite"):
         cli.parse(["bench", "--env", "nosuch_x"]).validate()
+    # --set reaches both runs' config (MinAtar's 10 x 10 frames need a smaller CNN) and the
+    # recorded command.
+    sets = ("enc.simple.mults=[1,2]", "enc.simple.minres=5")
+    opts = bench.Options(env="gymnax_Breakout-MinAtar", compiled="", set=sets)
+    config = bench.env_config(opts.env, opts, 20)
+    assert (config.agent.enc.mults, config.agent.enc.minres) == ((1, 2), 5)
+    assert bench._env_argv(opts)[-4:] == ["--set", sets[0], "--set", sets[1]]

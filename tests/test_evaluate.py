@@ -1,42 +1,31 @@
 """train.evaluate stops when its last episode ends: the same returns and lengths as a
 scan over all episode_limit ticks (the implementation before), in fewer ticks."""
 
+import importlib.util
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dreamerjax import agent as agent_lib
-from dreamerjax import envs as envs_lib
 from dreamerjax import train as train_lib
 
 EPISODES = 3
 
 
-def _full_scan(setup, params, key, episodes, mode=False):
-    """The evaluation as it was: a lax.scan over every tick of the episode limit."""
-    cfg = setup.config.agent
-    k_init, k_run = jax.random.split(key)
-    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
-        jax.random.split(k_init, episodes))
-    carry = agent_lib.policy_initial(cfg, setup.spaces, episodes)
-    zeros = jnp.zeros((episodes,), jnp.float32)
+def _load_full_scan():
+    """The evaluation as it was (a lax.scan over every tick of the episode limit): one
+    copy, in the benchmark that times the two forms."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "eval_ticks.py"
+    spec = importlib.util.spec_from_file_location("bench_eval_ticks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.full_scan
 
-    def step(c, k):
-        env, row, carry, ret, length, done = c
-        k_pol, k_env = jax.random.split(k)
-        _, carry, env, row, _ = train_lib.act_and_step(setup, params, carry, row, env,
-                                                       k_pol, k_env, mode)
-        live = ~done
-        ret = ret + jnp.where(live, row["reward"], 0.0)
-        length = length + live.astype(jnp.float32)
-        done = done | row["is_last"]
-        return (env, row, carry, ret, length, done), None
 
-    init = (env, row, carry, zeros, zeros, jnp.zeros((episodes,), bool))
-    (_, _, _, ret, length, _), _ = jax.lax.scan(
-        step, init, jax.random.split(k_run, setup.spec.episode_limit))
-    return ret, length
+_full_scan = _load_full_scan()
 
 
 def _setup(episode_limit=0):
