@@ -85,6 +85,18 @@ def _remove_partial(run_dir: str | os.PathLike, settle_s: float = 0.0) -> None:
             return
 
 
+def _join_until(thread: threading.Thread, deadline: float) -> None:
+    """Join a thread until the deadline. threading.enumerate() also lists threads whose
+    start() has not reached them yet, and joining one of those raises instead of waiting
+    (under load it did, and hid the save's own error): wait for it to start first."""
+    while time.monotonic() < deadline:
+        try:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # "cannot join thread before it is started"
+            time.sleep(0.01)
+
+
 def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> Path:
     """Write checkpoint `index` (state pytree + JSON meta); keep the last KEEP.
 
@@ -116,7 +128,7 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
         # them print tracebacks after the run's one-line error).
         deadline = time.monotonic() + 20  # idle pool workers never end: bounded
         for thread in set(threading.enumerate()) - threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            _join_until(thread, deadline)
         _remove_partial(run_dir, settle_s=0.2)
         raise
     sync("dreamerjax_checkpoint_saved")

@@ -233,3 +233,17 @@ def test_no_good_checkpoint_is_a_clear_error_and_deletes_nothing(tmp_path):
 
 def test_latest_good_of_a_run_without_checkpoints(tmp_path):
     assert ckpt.latest_good(tmp_path) == (None, [])
+
+
+def test_join_until_waits_for_a_thread_that_has_not_started_yet():
+    """The tidy-up after a failed save joins orbax's new threads; one listed by
+    threading.enumerate() before it runs must be waited for, not raise (under load it
+    raised 'cannot join thread before it is started' and hid the save's own error)."""
+    import threading
+    import time
+
+    ran = []
+    worker = threading.Thread(target=lambda: ran.append(1))
+    threading.Timer(0.05, worker.start).start()
+    ckpt._join_until(worker, time.monotonic() + 10)
+    assert ran == [1] and not worker.is_alive()
