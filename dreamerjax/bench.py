@@ -131,7 +131,8 @@ def update_program(setup):
     import jax
 
     from dreamerjax import train as loop
-    return jax.jit(jax.vmap(lambda s: loop.train_once(setup, s)), donate_argnums=0)
+    return jax.jit(lambda st: loop.over_seeds(setup, lambda s: loop.train_once(setup, s), st),
+                   donate_argnums=0)
 
 
 def ticks_program(setup, ticks: int):
@@ -142,7 +143,7 @@ def ticks_program(setup, ticks: int):
 
     def run(states):
         def tick(st, _):
-            st, _ = jax.vmap(lambda s: loop.act_and_store(setup, s))(st)
+            st, _ = loop.over_seeds(setup, lambda s: loop.act_and_store(setup, s), st)
             return st, None
         return jax.lax.scan(tick, states, None, length=ticks)[0]
 

@@ -200,6 +200,16 @@ class RunConfig:
     # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this
     # process; no effect on compiled envs or on the results (docs/host_envs.md).
     driver_parallel: bool = False
+    # run.seed_loop (ours): how the seeds of one program share it. "vmap": one batched
+    # program (the accelerators' choice); "map": one seed after another inside the same
+    # compiled program (lax.map), which on XLA:CPU keeps image models' convolutions off the
+    # naive emitter that vmapped (grouped) convolutions fall back to (docs/performance.md).
+    # "auto": "map" on a CPU backend, "vmap" otherwise. One device only for "map".
+    seed_loop: str = "auto"
+
+
+# run.seed_loop values (config.RunConfig.seed_loop).
+SEED_LOOPS = ("auto", "vmap", "map")
 
 
 @dataclass(frozen=True)

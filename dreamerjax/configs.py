@@ -37,6 +37,7 @@ from dreamerjax.config import (
     COMPUTE_DTYPES,
     DEFAULT_SIZE,
     REFUSED_COMPUTE_DTYPES,
+    SEED_LOOPS,
     SIZES,
     TINY,
     AgentConfig,
@@ -128,6 +129,7 @@ OUR_KEYS: dict[str, str] = {
     "run.eval_every_rows": "run.eval_every",
     "run.checkpoint_every": "run.checkpoint_every",
     "run.replay_capacity": "run.replay_capacity",
+    "run.seed_loop": "run.seed_loop",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
     "twohot_mean": "agent.twohot_mean",
     "sample_mode": "agent.sample_mode",
@@ -831,6 +833,9 @@ def validate(config: Config) -> None:
     if dtype not in COMPUTE_DTYPES:
         raise ConfigError(f"jax.compute_dtype: {dtype!r}; choose one of "
                           f"{', '.join(COMPUTE_DTYPES)}")
+    if flat["run.seed_loop"] not in SEED_LOOPS:
+        raise ConfigError(f"run.seed_loop: {flat['run.seed_loop']!r}; choose one of "
+                          f"{', '.join(SEED_LOOPS)}")
     if flat["twohot_mean"] not in TWOHOT_MEANS:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")

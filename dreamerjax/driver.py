@@ -49,7 +49,12 @@ class Trainer:
     devices: int = 1
 
     def __post_init__(self):
-        setup = self.setup
+        if self.devices > 1 and self.setup.run.seed_loop == "map":
+            raise ValueError("run.seed_loop=map runs every seed on one device; with "
+                             "--devices N use vmap or auto")
+        # Resolved once here: seeds sharded over devices are vmapped on each.
+        how = "vmap" if self.devices > 1 else train_lib.seed_loop(self.setup)
+        self.setup = setup = train_lib.with_run(self.setup, seed_loop=how)
         self.metric_names = train_lib.metric_names(setup)
         self.updates_due = train_lib.updates_per_tick(setup)
         self.sharding = seed_sharding(self.devices, len(self.seeds))
@@ -75,10 +80,11 @@ class Trainer:
         runs its own seeds' while_loop (shard_map): under plain jit the loop's condition
         would be reduced over the sharded seed axis, a collective that also makes every
         device play until the slowest seed's episodes end."""
-        eps = self.setup.run.eval_episodes
-        fn = jax.vmap(lambda p, k: train_lib.evaluate(self.setup, p, k, eps, mode))
+        setup, eps = self.setup, self.setup.run.eval_episodes
         if self.sharding is None:
-            return fn(params, keys)
+            return train_lib.over_seeds(
+                setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
+        fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
         spec = jax.sharding.PartitionSpec("seed")
         # check_vma off: the loop's carry starts from constants (device-invariant) and
         # becomes per-device, which the varying-axes check refuses for loops.

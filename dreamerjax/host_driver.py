@@ -124,7 +124,8 @@ def act_and_insert(setup: Setup, s: SeedState, row: dict):
 def train_steps(setup: Setup, states: SeedState, n) -> SeedState:
     """`n` (traced) updates of every seed, as the compiled tick runs them."""
     return jax.lax.fori_loop(
-        0, n, lambda _, st: jax.vmap(lambda s: train_lib.train_once(setup, s))(st), states)
+        0, n, lambda _, st: train_lib.over_seeds(
+            setup, lambda s: train_lib.train_once(setup, s), st), states)
 
 
 def eval_act(setup: Setup, params, carry, row, key, mode: bool):
@@ -176,12 +177,15 @@ class HostTrainer(Trainer):
         names = self.metric_names
         self._init_fn = jax.vmap(lambda k: init_host_seed(setup, k, names))
         self._init = jax.jit(self._init_fn)
-        self._act = jax.jit(jax.vmap(lambda s, r: act_and_insert(setup, s, r)),
-                            donate_argnums=0)
+        self._act = jax.jit(
+            lambda st, rows: train_lib.over_seeds(
+                setup, lambda s, r: act_and_insert(setup, s, r), st, rows),
+            donate_argnums=0)
         self._train = jax.jit(lambda st, n: train_steps(setup, st, n), donate_argnums=0)
         self._eval_act = jax.jit(
-            jax.vmap(lambda p, c, r, k, mode: eval_act(setup, p, c, r, k, mode),
-                     in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+            lambda p, c, r, k, mode: train_lib.over_seeds(
+                setup, lambda *a: eval_act(setup, *a, mode), p, c, r, k),
+            static_argnums=4)
         self._eval_carry = jax.jit(jax.vmap(
             lambda _: agent_lib.policy_initial(setup.config.agent, setup.spaces,
                                                setup.run.eval_episodes)))

@@ -15,6 +15,7 @@ its distributions (:220). With float32 every cast is the identity (numerics.cast
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -313,17 +314,81 @@ def _conv_init(key, k, cin, cout, outscale=1.0, norm=True):
     return p
 
 
+_DN = ("NHWC", "HWIO", "NHWC")
+
+
+def same_conv_args(res: tuple[int, int], k: int, stride: int, transp: bool):
+    """(window_strides, padding, lhs_dilation) of a 'SAME' convolution of a k x k kernel
+    on [.., res, res, ..] frames as jax.lax.conv_general_dilated takes them: the strided
+    one's padding from jax.lax.padtype_to_pads; the transposed one is jax.lax.conv_transpose
+    (transpose_kernel off), i.e. a unit-stride convolution of the input dilated by the
+    stride, padded by k + s - 2 split as conv_transpose splits it (tests check both
+    forms equal jax's bitwise)."""
+    if not transp:
+        pads = jax.lax.padtype_to_pads(res, (k, k), (stride, stride), "SAME")
+        return (stride, stride), tuple(tuple(int(v) for v in p) for p in pads), (1, 1)
+    total = k + stride - 2
+    low = k - 1 if stride > k - 1 else math.ceil(total / 2)
+    return (1, 1), ((low, total - low),) * 2, (stride, stride)
+
+
+def _conv_raw(x, kernel, strides, padding, lhs_dilation):
+    return jax.lax.conv_general_dilated(x, kernel, strides, padding, lhs_dilation,
+                                        dimension_numbers=_DN)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def conv2d(x, kernel, strides, padding, lhs_dilation):
+    """jax.lax.conv_general_dilated in NHWC / HWIO, with both gradients written as NHWC /
+    HWIO convolutions themselves.
+
+    Why: jax's transpose rules give the gradients as convolutions with permuted dimension
+    labels (the kernel's in/out swapped, the frames as features), which XLA:CPU rewrites
+    into its fast (YNNPACK / Eigen) form only outside loops; inside the training chunk's
+    scan and update loop they ran in XLA's naive emitter, the kernel gradient 10-30x
+    slower (docs/performance.md). The same sums in the layout XLA would have rewritten them
+    to: the gradients equal jax's bitwise (tests/test_nets_conv.py)."""
+    return _conv_raw(x, kernel, strides, padding, lhs_dilation)
+
+
+def _conv2d_fwd(x, kernel, strides, padding, lhs_dilation):
+    return _conv_raw(x, kernel, strides, padding, lhs_dilation), (x, kernel)
+
+
+def _conv2d_bwd(strides, padding, lhs_dilation, res, dy):
+    x, kernel = res
+    kh, kw = kernel.shape[:2]
+    # dx: dy (dilated by the strides) convolved with the flipped kernel, its in and out
+    # channels swapped, at the padding jax's own transpose rule uses: kernel - 1 - low
+    # before, and what gives x's size after.
+    pads = []
+    for size, k, s, d, (low, _), out in zip(x.shape[1:3], (kh, kw), strides, lhs_dilation,
+                                             padding, dy.shape[1:3], strict=True):
+        before = k - 1 - low
+        pads.append((before, (size - 1) * d + k - 1 - (out - 1) * s - before))
+    flipped = kernel[::-1, ::-1].transpose(0, 1, 3, 2)
+    dx = jax.lax.conv_general_dilated(dy, flipped, lhs_dilation, pads, strides,
+                                      dimension_numbers=_DN)
+    # dk[a, b, c, o] = sum over frames n and output pixels (i, j) of
+    # x_dilated_padded[n, i * s + a, j * s + b, c] * dy[n, i, j, o]: a convolution of x's
+    # channels as the batch, dy as the kernel and the frames as the contracted features.
+    dk = jax.lax.conv_general_dilated(
+        x.transpose(3, 1, 2, 0), dy.transpose(1, 2, 0, 3), (1, 1), padding,
+        lhs_dilation=lhs_dilation, rhs_dilation=strides, dimension_numbers=_DN)
+    return dx, dk[:, :kh, :kw, :].transpose(1, 2, 0, 3).astype(kernel.dtype)
+
+
+conv2d.defvjp(_conv2d_fwd, _conv2d_bwd)
+
+
 def _conv(p, x, stride, transp=False):
     """Conv2D (nets.py:539-596), 'SAME' padding, HWIO kernel, in x's dtype; norm + SiLU
     when it has a norm. Transposed convolutions use the stored kernel as it is
     (transpose_kernel off)."""
-    dn = ("NHWC", "HWIO", "NHWC")
     kernel = nm.cast(p["kernel"], x.dtype)
-    if transp:
-        x = jax.lax.conv_transpose(x, kernel, (stride, stride), "SAME", dimension_numbers=dn)
-    else:
-        x = jax.lax.conv_general_dilated(
-            x, kernel, (stride, stride), "SAME", dimension_numbers=dn)
+    strides, padding, dilation = same_conv_args(x.shape[-3:-1], kernel.shape[0], stride,
+                                                transp)
+    x = conv2d(x, kernel, strides, padding, dilation)
     x = x + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
         x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))

@@ -205,6 +205,30 @@ def act_and_store(setup: Setup, s: SeedState):
     return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
 
 
+def seed_loop(setup: Setup) -> str:
+    """run.seed_loop resolved for the running backend: "vmap" or "map" ("auto" is "map" on
+    XLA:CPU, whose vmapped convolutions take its naive emitter, and "vmap" elsewhere)."""
+    how = setup.run.seed_loop
+    if how == "auto":
+        return "map" if jax.default_backend() == "cpu" else "vmap"
+    return how
+
+
+def with_run(setup: Setup, **changes) -> Setup:
+    """The setup with run config fields replaced (fields that do not change its shapes)."""
+    config = dataclasses.replace(setup.config, run=dataclasses.replace(setup.run, **changes))
+    return dataclasses.replace(setup, config=config)
+
+
+def over_seeds(setup: Setup, fn, *args):
+    """fn applied to each seed's slice of args (leading seed axis), as run.seed_loop says:
+    vmapped into one batched program, or one seed after another (lax.map) inside it. Each
+    seed's numbers are its own either way; only the program's layout differs."""
+    if seed_loop(setup) == "map":
+        return jax.lax.map(lambda a: fn(*a), args)
+    return jax.vmap(fn)(*args)
+
+
 def train_once(setup: Setup, s: SeedState) -> SeedState:
     """Sample a batch (online queue first), update, write the latents back."""
     run, cfg = setup.run, setup.config.agent
@@ -227,9 +251,10 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
     loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
 
     def tick(states, n):
-        states, ends = jax.vmap(lambda s: act_and_store(setup, s))(states)
+        states, ends = over_seeds(setup, lambda s: act_and_store(setup, s), states)
         states = jax.lax.fori_loop(
-            0, n, lambda _, st: jax.vmap(lambda s: train_once(setup, s))(st), states)
+            0, n, lambda _, st: over_seeds(setup, lambda s: train_once(setup, s), st),
+            states)
         return states, ends
 
     return jax.lax.scan(tick, states, updates_due)

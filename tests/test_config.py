@@ -322,6 +322,8 @@ def test_bad_input_is_refused_naming_the_key(tmp_path):
     assert "unknown key 'dyn.rssm.detr'; closest: dyn.rssm.deter" in _error(
         sets=["dyn.rssm.detr=3"])
     assert "twohot_mean" in _error(sets=["twohot_mean=fast"])
+    assert "run.seed_loop: 'scan'; choose one of auto, vmap, map" in _error(
+        sets=["run.seed_loop=scan"])
     assert "replay_context: only 1" in _error(sets=["replay_context=0"])
     assert "write KEY=VALUE" in _error(sets=["batch_size"])
     assert "no such file" in _error(config_file=tmp_path / "missing.yaml")

@@ -73,8 +73,9 @@ def _strip(records):
 
 def _same(a, b, path=""):
     """Equal structure, equal ints/bools/strings; floats equal to float32 rounding. One
-    device runs both seeds as a vmapped batch of 2, two devices a batch of 1 each, and XLA
-    may order a float32 reduction differently for the two shapes; measured differences
+    device runs both seeds one after the other (run.seed_loop auto: mapped on a CPU), two
+    devices a vmapped batch of 1 each, and XLA may order a float32 reduction differently
+    for the two programs; measured differences
     are below 3e-6 relative (window means of 25 updates)."""
     if isinstance(a, dict):
         assert a.keys() == b.keys(), path

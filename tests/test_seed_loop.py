@@ -1,0 +1,61 @@
+"""run.seed_loop: seeds vmapped into one batched program or mapped one after another
+inside it. The mapped form keeps XLA:CPU off the grouped convolutions that vmapping
+per-seed CNN kernels produces (docs/performance.md), and each seed's numbers are its own
+either way (float32 rounding apart)."""
+
+import jax
+import numpy as np
+import pytest
+
+from dreamerjax import bench, driver
+from dreamerjax import train as train_lib
+
+# MinAtar's 10 x 10 frames with the two-stage CNN its geometry needs (as tests/test_bench).
+IMAGE_SETS = ("task=gymnax_Breakout-MinAtar", "enc.simple.mults=[1,2]",
+              "dec.simple.mults=[1,2]", "enc.simple.minres=5", "dec.simple.minres=5")
+
+
+def _setup(how: str):
+    return bench.make_setup(True, IMAGE_SETS + (f"run.seed_loop={how}",))
+
+
+def test_auto_is_map_on_cpu_and_explicit_values_stay():
+    assert jax.default_backend() == "cpu"
+    assert train_lib.seed_loop(_setup("auto")) == "map"
+    assert train_lib.seed_loop(_setup("vmap")) == "vmap"
+    assert train_lib.seed_loop(_setup("map")) == "map"
+
+
+def test_map_on_several_devices_is_refused():
+    with pytest.raises(ValueError, match="run.seed_loop=map"):
+        driver.Trainer(_setup("map"), (0, 1), devices=2)
+
+
+@pytest.fixture(scope="module")
+def updated():
+    """One update of two seeds of the tiny MinAtar agent in both layouts, from the same
+    states: {how: (update program's StableHLO text, states after the update)}."""
+    out = {}
+    for how in ("vmap", "map"):
+        setup = _setup(how)
+        states = bench.init_states(setup, 2)
+        program = bench.update_program(setup)
+        out[how] = (program.lower(states).as_text(), jax.device_get(program(states)))
+    return out
+
+
+def test_only_vmap_makes_grouped_convolutions(updated):
+    assert "feature_group_count = 2" in updated["vmap"][0]
+    assert "feature_group_count = 2" not in updated["map"][0]
+    assert "convolution" in updated["map"][0]
+
+
+def test_both_layouts_give_each_seed_the_same_update(updated):
+    a, b = updated["vmap"][1], updated["map"][1]
+    assert int(a.updates[0]) == int(b.updates[0]) == 1
+    # every array of the state: params, optimiser moments, replay, metric window
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+    # the seeds themselves differ: a mapped seed does not read its neighbour's slice
+    loss = b.window["ref"]["opt_loss"]
+    assert np.isfinite(loss).all() and loss[0] != loss[1]
