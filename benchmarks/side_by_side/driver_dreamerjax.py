@@ -1,7 +1,8 @@
 """Driver for dreamerjax: the program `dreamerjax bench` times (dreamerjax/bench.py).
 
 Run by run.py with the project's Python as `python driver_dreamerjax.py [--seeds N]`. The
-timed program is `jit(vmap(train_once), donate_argnums=0)` over N seeds (sample a batch of
+timed program is `jit(over_seeds(train_once), donate_argnums=0)` over N seeds (vmapped,
+or mapped one after the other as run.seed_loop resolves: mapped on a CPU) (sample a batch of
 16 x 65 rows from the replay, online queue first; one agent update; write the posterior
 latents back), on a replay filled by 100 ticks of `act_and_store` (1,600 rows), exactly as
 `dreamerjax bench` builds and times it; seconds are per call (divide by N for per seed).
@@ -46,6 +47,7 @@ def build(num_seeds: int):
         return {"matmul_peak_flops_per_s": bench.matmul_peak(), "matmul_n": bench.MATMUL_N}
 
     import dreamerjax
+    from dreamerjax import train
     run = setup.run
     info = {
         "program": "dreamerjax", "seeds": num_seeds, "jax": jax.__version__,
@@ -55,15 +57,16 @@ def build(num_seeds: int):
         "trace_s": secs["trace"], "lower_s": secs["lower"], "compile_s": secs["compile"],
         "compile_cold_s": secs["total"], "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "flops_per_update_xla": float(bench._cost(compiled)["flops"]) / num_seeds,
-        "what": "jit(vmap(loop.train_once), donate_argnums=0) of dreamerjax bench: sample + "
-                "update + write-back, replay filled by 100 ticks of act_and_store",
+        "seed_loop": train.seed_loop(setup),
+        "what": "jit(over_seeds(loop.train_once), donate_argnums=0) of dreamerjax bench: "
+                "sample + update + write-back, replay filled by 100 ticks of act_and_store",
     }
     return step, info, check, {"matmul_peak": peak}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", type=int, default=1, help="vmapped seeds in one program")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds in one program")
     args = parser.parse_args()
     if args.seeds < 1:
         raise SystemExit(f"--seeds must be >= 1, got {args.seeds}")

@@ -20,8 +20,14 @@ LABELS = {
     "reference": "reference 29eb964 (`JAXAgent._train`, fixed batch)",
     "ajax": "Ajax (`train_DreamerV3.update`: sample + update + write-back)",
     "dreamerjax": "dreamerjax (bench program: sample + update + write-back)",
-    "dreamerjax_3seeds": "dreamerjax, 3 seeds vmapped (per seed)",
+    "dreamerjax_3seeds": "dreamerjax, 3 seeds {how} (per seed)",
 }
+
+
+def _label(name: str, info: dict) -> str:
+    # runs before run.seed_loop existed (2026-12-01, 12fb410) vmapped their seeds
+    how = "mapped" if info.get("seed_loop") == "map" else "vmapped"
+    return LABELS.get(name, name).format(how=how)
 
 
 def _gib(mib: float) -> str:
@@ -58,7 +64,7 @@ def markdown(r: dict) -> str:
         rounds = ", ".join(f"{x:.3f}" for x in p["seconds_per_update_per_seed_rounds"])
         ratio = f"{a['median'] / ours:.2f}x" if ours else ""
         lines.append(
-            f"| {LABELS.get(name, name)} | {versions[name]} | {rounds} | {a['median']:.3f} "
+            f"| {_label(name, p['info'])} | {versions[name]} | {rounds} | {a['median']:.3f} "
             f"({a['p10']:.3f}, {a['p90']:.3f}) | {ratio} | {p['compile_cold_s']:.1f} s "
             f"| {_gib(p['peak_rss_mib'])} |")
     ref = progs.get("reference", {}).get("all_rounds", {}).get("median")
