@@ -371,8 +371,7 @@ class BenchArgs:
 
     def validate(self) -> BenchArgs:
         if self.env is not None:
-            if self.set:
-                raise ArgumentError("--set applies to the update bench, not to --env")
+            _check_bench_sets(self.set)  # both runs' config (bench.env_config)
             if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:
                 raise ArgumentError("--stretch and --num-envs must be positive, --rounds "
                                     ">= 0")

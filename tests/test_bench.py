@@ -121,3 +121,10 @@ def test_env_bench_options():
     config = bench.env_config(opts.env, opts, 20)
     assert (config.agent.enc.mults, config.agent.enc.minres) == ((1, 2), 5)
     assert bench._env_argv(opts)[-4:] == ["--set", sets[0], "--set", sets[1]]
+    # ...from the command line too, checked like the update bench's
+    args = cli.parse(["bench", "--env", "gymnax_Breakout-MinAtar", "--compiled", "",
+                      "--set", sets[0], "--set", sets[1]]).validate()
+    assert bench.Options.of(args).set == sets
+    with pytest.raises(cli.ArgumentError, match="enc.simple.minres"):
+        cli.parse(["bench", "--env", "gymnax_Breakout-MinAtar", "--set",
+                   "enc.simple.minres=x"]).validate()
