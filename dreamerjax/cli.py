@@ -324,9 +324,25 @@ class SummaryArgs:
     """Print whether the statistic is at or above this value."""
     format: Literal["markdown", "json"] = "markdown"
     """Output: a Markdown table (a results README's) or one JSON object."""
+    plot: _path("FILE", "(optional)") = None
+    """Also draw the returns per seed and their mean against rows into this PNG."""
+    against: _path("RUN", "(optional)") = None
+    """With --plot: a second run (or results folder) drawn beside, e.g. the reference's."""
+    label: str = "dreamerjax"
+    """With --plot: the legend's name for PATH."""
+    against_label: str = "other"
+    """With --against: the legend's name for RUN."""
 
     def validate(self) -> SummaryArgs:
         _check_existing_run_dir(self.run_dir)
+        if self.against is not None:
+            if self.plot is None:
+                raise ArgumentError("--against: needs --plot FILE (it only adds a curve)")
+            _check_existing_run_dir(self.against)
+        if self.plot is not None and self.plot.suffix.lower() != ".png":
+            raise ArgumentError(f"--plot {self.plot}: must name a .png file")
+        if self.plot is not None and not self.plot.parent.is_dir():
+            raise ArgumentError(f"--plot {self.plot}: folder {self.plot.parent} does not exist")
         if self.last < 1:
             raise ArgumentError(f"--last {self.last}: must be at least 1")
         if self.threshold is not None and not math.isfinite(self.threshold):
@@ -848,9 +864,14 @@ def summary_command(args: SummaryArgs) -> int:
 
     try:
         result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold)
+        runs = [(args.label, result)]
+        if args.against is not None:  # its own last log points: it may be shorter
+            runs.append((args.against_label, summary.summarize(args.against, last=1)))
     except ValueError as e:
         raise ArgumentError(str(e)) from e
     print(summary.render(result, args.format), end="")
+    if args.plot is not None:
+        summary.plot(args.plot, runs)
     return 0
 
 

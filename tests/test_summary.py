@@ -64,3 +64,22 @@ def test_cli_prints_json_and_refuses_bad_input(tmp_path, capsys):
     assert out["stat"] == 4.0 and out["stat_rows"] == [4] and out["meets"] is None
     assert cli.main(["summary", str(run), "--rows", "3"]) == 2
     assert "--rows 3" in capsys.readouterr().err
+
+
+def test_plot_draws_both_runs_and_bad_plot_flags_are_named(tmp_path, capsys):
+    run, other = tmp_path / "run", tmp_path / "ref"
+    _write(run, {2: {0: -1000.0, 1: -900.0}, 4: {0: -300.0, 1: -200.0}})
+    _write(other, {2: {0: -1100.0}})
+    png = tmp_path / "curves.png"
+    assert cli.main(["summary", str(run), "--last", "1", "--threshold", "-300",
+                     "--plot", str(png), "--against", str(other),
+                     "--against-label", "reference"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert "| 4 |" in capsys.readouterr().out  # the table is printed as without --plot
+    for argv, flag in ((["--against", str(other)], "--against"),
+                       (["--plot", str(tmp_path / "c.svg")], "--plot"),
+                       (["--plot", str(tmp_path / "no" / "c.png")], "--plot"),
+                       (["--plot", str(png), "--against", str(tmp_path / "nowhere")],
+                        "nowhere")):
+        assert cli.main(["summary", str(run), *argv]) == 2
+        assert flag in capsys.readouterr().err
