@@ -78,6 +78,7 @@ class Options:
     rounds: int = 3  # --env: timed chunks after the gate (0: acting alone)
     num_envs: int = 16  # --env
     set: tuple[str, ...] = ()  # --set KEY=VALUE on the benched config (with --env: both runs)
+    size: str = SIZE  # model size preset (config.SIZES); --tiny overrides it
 
     @classmethod
     def of(cls, args) -> Options:
@@ -95,11 +96,11 @@ class Options:
 # ----------------------------------------------------------------------------- programs
 
 
-def make_setup(tiny: bool, sets: tuple[str, ...] = ()):
-    """The benched configuration: 1m (or tiny) CartPole, with `--set` items applied."""
+def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
+    """The benched configuration: CartPole at `size` (or tiny), `--set` items applied."""
     from dreamerjax import configs
     from dreamerjax import train as loop
-    config = loop.make_config(ENV, SIZE, tiny=tiny)
+    config = loop.make_config(ENV, size, tiny=tiny)
     if sets:
         config = configs.with_sets(config, sets)
     return loop.make_setup(config)
@@ -173,14 +174,14 @@ def use_cache(path: str) -> None:
 
 
 def compile_worker(cache: str, tiny: bool, seed_counts: list[int],
-                   sets: tuple[str, ...] = ()) -> dict:
+                   sets: tuple[str, ...] = (), size: str = SIZE) -> dict:
     """Run in a fresh process: compile the update for each seed count against `cache`."""
     import jax
     use_cache(cache)
     hits = []
     jax.monitoring.register_event_listener(
         lambda event, **_: hits.append(1) if event.endswith("/cache_hits") else None)
-    setup = make_setup(tiny, tuple(sets))
+    setup = make_setup(tiny, tuple(sets), size)
     out = {}
     for n in seed_counts:
         before = len(hits)
@@ -189,9 +190,9 @@ def compile_worker(cache: str, tiny: bool, seed_counts: list[int],
     return out
 
 
-def _run_worker(cache: str, tiny: bool, seed_counts, sets=()) -> dict:
+def _run_worker(cache: str, tiny: bool, seed_counts, sets=(), size: str = SIZE) -> dict:
     spec = json.dumps({"cache": cache, "tiny": tiny, "seed_counts": list(seed_counts),
-                       "sets": list(sets)})
+                       "sets": list(sets), "size": size})
     proc = subprocess.run([sys.executable, "-m", "dreamerjax.bench", "--compile-worker", spec],
                           capture_output=True, text=True, check=False)
     if proc.returncode:
@@ -327,12 +328,12 @@ def run_bench(opts: Options) -> dict:
     cache = tempfile.mkdtemp(prefix="dreamerjax-bench-cache-")
     # Cold and warm compiles each in a fresh process; the cold one starts from an empty
     # cache directory, the warm one reads what the cold one wrote.
-    cold = _run_worker(cache, opts.tiny, counts, opts.set)
-    warm = _run_worker(cache, opts.tiny, counts, opts.set)
+    cold = _run_worker(cache, opts.tiny, counts, opts.set, opts.size)
+    warm = _run_worker(cache, opts.tiny, counts, opts.set, opts.size)
     use_cache(cache)  # so this process reuses the programs compiled above
 
     import jax
-    setup = make_setup(opts.tiny, opts.set)
+    setup = make_setup(opts.tiny, opts.set, opts.size)
     info = machine()
     per_seed, compiled_xla, rss = {}, None, {}
     rows_per_s = None
@@ -365,7 +366,7 @@ def run_bench(opts: Options) -> dict:
     first = per_seed[str(counts[0])]["median"]
     achieved = flops / first
     return {
-        "config": {"env": ENV, "size": "tiny" if opts.tiny else SIZE,
+        "config": {"env": ENV, "size": "tiny" if opts.tiny else opts.size,
                    "batch_size": setup.run.batch_size, "batch_length": setup.run.batch_length,
                    "imag_length": setup.config.agent.imag_length,
                    "num_envs": setup.run.num_envs, "updates": opts.updates,
@@ -405,6 +406,8 @@ def _argv(opts: Options) -> list[str]:
     out = ["--json"] if opts.json else []
     if opts.tiny:
         out.append("--tiny")
+    if opts.size != Options.size:
+        out += ["--size", opts.size]
     if opts.seeds != Options.seeds:
         out += ["--seeds", *map(str, opts.seeds)]
     if opts.updates != Options.updates:
@@ -535,8 +538,9 @@ def main(args) -> int:
     if opts.env is not None:
         return env_main(opts)
     result = run_bench(opts)
-    # results/bench holds the protocol's configuration: --tiny or --set write only to --out.
-    default = None if opts.tiny or opts.set else DEFAULT_OUT
+    # results/bench holds the protocol's configuration: --tiny, --size or --set write only
+    # to --out.
+    default = None if opts.tiny or opts.set or opts.size != SIZE else DEFAULT_OUT
     out = opts.out if opts.out is not None else default
     path = write_results(result, out) if out else None
     written = path and f"{path} and {os.path.join(out, 'README.md')}"
@@ -580,7 +584,7 @@ def env_config(env_id: str, opts: Options, chunks: int):
     from dreamerjax import configs
     from dreamerjax import train as loop
     n = opts.num_envs
-    config = loop.make_config(env_id, SIZE, tiny=opts.tiny, num_envs=n,
+    config = loop.make_config(env_id, opts.size, tiny=opts.tiny, num_envs=n,
                               steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
                               eval_episodes=1)
     return configs.with_sets(config, opts.set) if opts.set else config
@@ -690,7 +694,7 @@ def run_env_bench(opts: Options) -> dict:
     finally:
         for r in runs:
             r.close()
-    out = {"config": {"size": "tiny" if opts.tiny else SIZE, "num_envs": opts.num_envs,
+    out = {"config": {"size": "tiny" if opts.tiny else opts.size, "num_envs": opts.num_envs,
                       "train_ratio": runs[0].setup.run.train_ratio,
                       "batch_size": runs[0].setup.run.batch_size,
                       "batch_length": runs[0].setup.run.batch_length,
@@ -709,7 +713,7 @@ def run_env_bench(opts: Options) -> dict:
 def _env_argv(opts: Options) -> list[str]:
     out = ["--env", opts.env] + (["--json"] if opts.json else [])
     out += ["--tiny"] if opts.tiny else []
-    for name in ("compiled", "stretch", "rounds", "num_envs"):
+    for name in ("size", "compiled", "stretch", "rounds", "num_envs"):
         value = getattr(opts, name)
         if value != getattr(Options, name):
             out += [f"--{name.replace('_', '-')}", str(value)]
@@ -768,7 +772,7 @@ if __name__ == "__main__":
         xla_tuning.apply()  # as the command line does, before JAX starts
         spec = json.loads(sys.argv[2])
         print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"],
-                                        tuple(spec.get("sets", ())))))
+                                        tuple(spec.get("sets", ())), spec.get("size", SIZE))))
         sys.exit(0)
     from dreamerjax import cli
     sys.exit(cli.main(["bench", *sys.argv[1:]]))

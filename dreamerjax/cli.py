@@ -368,7 +368,11 @@ class BenchArgs:
     --out only)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
-    out: _path("PATH", "(default: results/bench; nothing written with --tiny or --env)") = None
+    size: str = "1m"
+    """Model size preset of the benched config (1m, 12m, 25m, 50m, 100m, 200m, 400m;
+    other than 1m writes to --out only)."""
+    out: _path("PATH", "(default: results/bench; nothing written with --tiny, --size or "
+                       "--env)") = None
     """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json
     file or a folder for env_<id>_<date>.json."""
     env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
@@ -386,6 +390,8 @@ class BenchArgs:
     """With --env: envs of the run."""
 
     def validate(self) -> BenchArgs:
+        if self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
         if self.env is not None:
             _check_bench_sets(self.set)  # both runs' config (bench.env_config)
             if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:

@@ -128,3 +128,49 @@ def test_env_bench_options():
     with pytest.raises(cli.ArgumentError, match="enc.simple.minres"):
         cli.parse(["bench", "--env", "gymnax_Breakout-MinAtar", "--set",
                    "enc.simple.minres=x"]).validate()
+
+
+def test_size_option_reaches_the_benched_config_and_is_checked():
+    """`bench --size 12m` benches the 12m preset (the GPU script's second size), names it
+    in the recorded command and config, and writes only to --out; a bad size is refused."""
+    from dreamerjax import cli
+    from dreamerjax.config import SIZES
+
+    opts = bench.Options.of(cli.parse(["bench", "--size", "12m"]).validate())
+    assert opts.size == "12m" and bench._argv(opts)[:2] == ["--size", "12m"]
+    setup = bench.make_setup(False, (), opts.size)
+    assert setup.config.agent.rssm.deter == SIZES["12m"]["deter"]
+    assert bench.Options.of(cli.parse(["bench"]).validate()).size == "1m"
+    with pytest.raises(cli.ArgumentError, match="--size '3m'"):
+        cli.parse(["bench", "--size", "3m"]).validate()
+
+
+def _gpu_sh(out, **env):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.sh"
+    return subprocess.run(["bash", str(script), str(out)], capture_output=True, text=True,
+                          env=os.environ | {"PYTHON": sys.executable, **env}, check=False)
+
+
+def test_gpu_script_records_the_devices_and_stops_without_a_gpu(tmp_path):
+    """benchmarks/gpu.sh on a CPU: devices.json written, exit 2 with a one-line reason,
+    nothing benched (no figure without a GPU)."""
+    proc = _gpu_sh(tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads((tmp_path / "devices.json").read_text())["backend"] == "cpu"
+    assert "no GPU backend" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["devices.json"]
+
+
+@pytest.mark.slow  # two tiny benches with their compile workers: minutes
+def test_gpu_script_smoke_runs_every_configuration(tmp_path):
+    proc = _gpu_sh(tmp_path, SMOKE="1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for dtype in ("float32", "bfloat16"):
+        out = json.loads((tmp_path / f"bench_tiny_{dtype}.json").read_text())
+        assert out["config"]["compute_dtype"] == dtype
+        assert set(out["seconds_per_update_per_seed"]) == {"1", "2"}
