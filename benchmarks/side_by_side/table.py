@@ -85,10 +85,16 @@ def markdown(r: dict) -> str:
 
 
 def newest() -> str:
-    paths = sorted(glob.glob(os.path.join(REPO, "results", "bench", "side_by_side_*.json")))
+    """The side-by-side JSON whose run started last (its own `date`, not its file name)."""
+    paths = glob.glob(os.path.join(REPO, "results", "bench", "side_by_side_*.json"))
     if not paths:
         raise SystemExit("no results/bench/side_by_side_*.json; run run.py first")
-    return paths[-1]
+
+    def started(path: str) -> str:
+        with open(path) as f:
+            return json.load(f).get("date", "")
+
+    return max(paths, key=started)
 
 
 def main(argv=None) -> int:
