@@ -870,14 +870,20 @@ def summary_command(args: SummaryArgs) -> int:
 
     try:
         result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold)
-        runs = [(args.label, result)]
-        if args.against is not None:  # its own last log points: it may be shorter
-            runs.append((args.against_label, summary.summarize(args.against, last=1)))
+        if args.against is not None:
+            summary.summarize(args.against, last=1)  # its records exist and are complete
     except ValueError as e:
         raise ArgumentError(str(e)) from e
     print(summary.render(result, args.format), end="")
     if args.plot is not None:
-        summary.plot(args.plot, runs)
+        from dreamerjax import plots
+        from dreamerjax.records import RECORDS_FILE, read_jsonl
+
+        others = [] if args.against is None else [
+            (args.against_label, read_jsonl(args.against / RECORDS_FILE))]
+        plots.plot_curves(read_jsonl(args.run_dir / RECORDS_FILE), args.plot,
+                          plots.run_env(args.run_dir), name=args.label, others=others,
+                          statistic=(result.stat_rows, result.stat, result.threshold))
     return 0
 
 

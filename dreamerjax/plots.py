@@ -46,8 +46,13 @@ def _grid(records: list[Mapping], key: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(rows), grid
 
 
-def _panel(ax, records: list[Mapping], key: str, label: str, color: str = "tab:blue"):
+def _panel(ax, records: list[Mapping], key: str, label: str, color: str = "tab:blue",
+           name: str | None = None):
+    """One key against rows: each seed thin, the mean thick, the range shaded; `name`
+    prefixes the legend entry (when several runs share a panel)."""
     x, grid = _grid(records, key)
+    if name is not None and (not x.size or not np.isfinite(grid).any()):
+        return  # a further run without this key: nothing of it to draw
     if not x.size or not np.isfinite(grid).any():
         ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(label)
@@ -63,8 +68,8 @@ def _panel(ax, records: list[Mapping], key: str, label: str, color: str = "tab:b
         hi = np.where(count > 0, np.where(finite, grid, -np.inf).max(0), np.nan)
     n = grid.shape[0]
     ax.plot(x, mean, color=color, linewidth=2.0, marker="o", markersize=3,
-            label=f"mean over {n} seed{'s' if n != 1 else ''}" + (", range shaded" if n > 1
-                                                                  else ""))
+            label=(f"{name}: " if name else "") + f"mean over {n} seed{'s' if n != 1 else ''}"
+            + (", range shaded" if n > 1 else ""))
     if n > 1:
         ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
     ax.set_title(label)
@@ -90,23 +95,39 @@ def _title(records: list[Mapping], env: str | None) -> str:
     return f"{env or 'dreamerjax'}, {n} seed{'s' if n != 1 else ''}"
 
 
+OTHER_COLORS = ("tab:green", "tab:red", "tab:purple")
+
+
 def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
-                env: str | None = None) -> Path:
-    """curves.png: evaluation return (left) and training-episode return (right)."""
+                env: str | None = None, name: str | None = None,
+                others: Iterable[tuple[str, Iterable[Mapping]]] = (),
+                statistic: tuple[tuple[int, ...], float, float | None] | None = None) -> Path:
+    """curves.png: evaluation return (left) and training-episode return (right).
+
+    `others`: further runs (name, records) drawn beside in their own colours, e.g. the
+    reference's records (`dreamerjax summary --against`); `name` labels this run then.
+    `statistic`: (log points, value, threshold or None) of `dreamerjax summary`, drawn on
+    the evaluation panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = list(records)
+    records, others = list(records), [(n, list(r)) for n, r in others]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     try:
-        _panel(left, records, "eval_mean", "evaluation return (mean of episodes)")
+        _panel(left, records, "eval_mean", "evaluation return (mean of episodes)",
+               name=name if others else None)
         _panel(right, records, "train_return", "training episode return",
-               color="tab:orange")
-        if records:
-            _updates_axis(left, records)
-            _updates_axis(right, records)
+               color="tab:orange", name=name if others else None)
+        for (other, recs), color in zip(others, OTHER_COLORS, strict=False):
+            for ax, key in ((left, "eval_mean"), (right, "train_return")):
+                _panel(ax, recs, key, ax.get_title(), color=color, name=other)
+        if statistic is not None:
+            _statistic(left, *statistic)
+        for ax in (left, right):
+            if records and ax.lines:  # a panel without data has no rows to label
+                _updates_axis(ax, records)
         fig.suptitle(_title(records, env))
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,6 +135,19 @@ def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
     finally:
         plt.close(fig)
     return path
+
+
+def _statistic(ax, rows: tuple[int, ...], value: float, threshold: float | None) -> None:
+    """The summary statistic as a dashed segment over its log points, the threshold as a
+    line."""
+    for n in rows:
+        ax.axvline(n, color="gray", linewidth=0.5, linestyle=":")
+    ax.plot([rows[0], rows[-1]], [value, value], color="black", linewidth=2, linestyle="--",
+            label=f"statistic {value:,.1f}")
+    if threshold is not None:
+        ax.axhline(threshold, color="tab:red", linewidth=1, linestyle="--",
+                   label=f"expected >= {threshold:,.1f}")
+    ax.legend(loc="best", fontsize="small")
 
 
 def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
@@ -150,15 +184,20 @@ def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
 
 def plot_run(run_dir: str | os.PathLike) -> list[Path]:
     """Every picture of a run directory from its records.jsonl and config.json."""
-    import json
-
-    from dreamerjax.records import CONFIG_FILE, read_records
+    from dreamerjax.records import read_records
 
     run_dir = Path(run_dir)
-    env = None
-    try:
-        env = json.loads((run_dir / CONFIG_FILE).read_text())["run"]["env"]
-    except (OSError, KeyError, ValueError):
-        pass
+    env = run_env(run_dir)
     recs = read_records(run_dir)
     return [plot_curves(recs, run_dir / "curves.png", env)] + plot_metrics(recs, run_dir, env)
+
+
+def run_env(run_dir: str | os.PathLike) -> str | None:
+    """The env id of a run directory (or results folder) from its config.json, if any."""
+    import json
+
+    from dreamerjax.records import CONFIG_FILE
+    try:
+        return json.loads((Path(run_dir) / CONFIG_FILE).read_text())["run"]["env"]
+    except (OSError, KeyError, ValueError):
+        return None

@@ -4,9 +4,9 @@ The statistic is the protocol's S1 generalised to any run: per seed, the mean of
 evaluation means (eval_mean, over that log point's episodes) at the chosen log points
 (default: the last three); the run's value is the mean over seeds. Nothing is typed in:
 every figure comes from records.jsonl, so a committed results folder can be checked by
-anyone with `dreamerjax summary results/pendulum`. `--plot FILE` draws the same numbers
-(evaluation and training returns per seed and their mean, the statistic's window and the
-threshold), with `--against OTHER` a second run beside it (e.g. the reference's records).
+anyone with `dreamerjax summary results/pendulum`. `--plot FILE` draws the run's curves
+(plots.plot_curves) with the statistic and threshold on them, and `--against OTHER` a
+second run beside it (e.g. the reference's records).
 """
 
 from __future__ import annotations
@@ -122,48 +122,3 @@ def as_json(s: RunSummary) -> dict:
 def render(s: RunSummary, fmt: str) -> str:
     return json.dumps(as_json(s), indent=1) + "\n" if fmt == "json" else markdown(s)
 
-
-def plot(path: str | Path, runs: list[tuple[str, RunSummary]]) -> None:
-    """Evaluation return and training return against rows: each seed thin, the mean over
-    seeds thick, one colour per run; the first run's statistic window and threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red")
-    for ax, col, title in ((axes[0], 1, "evaluation return (mean over its episodes)"),
-                           (axes[1], 2, "training return (episodes ended in the interval)")):
-        for (label, s), color in zip(runs, colors, strict=False):
-            rows = list(s.table)
-            for seed in s.seeds:
-                pts = [(n, s.table[n][seed][col]) for n in rows if seed in s.table[n]]
-                pts = [(n, v) for n, v in pts if v is not None and math.isfinite(v)]
-                if pts:
-                    ax.plot(*zip(*pts, strict=True), color=color, alpha=0.35, lw=1,
-                            marker=".", ms=4)
-            mean = [(n, _mean(v[col] for v in s.table[n].values())) for n in rows]
-            mean = [(n, v) for n, v in mean if math.isfinite(v)]
-            if mean:
-                ax.plot(*zip(*mean, strict=True), color=color, lw=2.5, marker="o", ms=5,
-                        label=f"{label} (mean of {len(s.seeds)} seed"
-                              f"{'s' if len(s.seeds) > 1 else ''})")
-        first = runs[0][1]
-        if col == 1:
-            for n in first.stat_rows:
-                ax.axvline(n, color="gray", lw=0.5, ls=":")
-            ax.plot([first.stat_rows[0], first.stat_rows[-1]], [first.stat] * 2,
-                    color="black", lw=2, ls="--",
-                    label=f"statistic {_f(first.stat)} ({runs[0][0]})")
-            if first.threshold is not None:
-                ax.axhline(first.threshold, color="tab:red", lw=1, ls="--",
-                           label=f"expected >= {_f(first.threshold)}")
-        ax.set_title(title)
-        ax.set_xlabel("rows (env steps, all envs)")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

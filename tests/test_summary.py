@@ -71,7 +71,7 @@ def test_plot_draws_both_runs_and_bad_plot_flags_are_named(tmp_path, capsys):
     _write(run, {2: {0: -1000.0, 1: -900.0}, 4: {0: -300.0, 1: -200.0}})
     _write(other, {2: {0: -1100.0}})
     png = tmp_path / "curves.png"
-    assert cli.main(["summary", str(run), "--last", "1", "--threshold", "-300",
+    assert cli.main(["summary", str(run), "--last", "2", "--threshold", "-300",
                      "--plot", str(png), "--against", str(other),
                      "--against-label", "reference"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
