@@ -368,9 +368,9 @@ class BenchArgs:
     --out only)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
-    size: str = "1m"
-    """Model size preset of the benched config (1m, 12m, 25m, 50m, 100m, 200m, 400m;
-    other than 1m writes to --out only)."""
+    size: str = DEFAULT_SIZE
+    """Model size preset of the benched config (config.SIZES; other than the default
+    writes to --out only)."""
     out: _path("PATH", "(default: results/bench; nothing written with --tiny, --size or "
                        "--env)") = None
     """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json

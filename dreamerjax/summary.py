@@ -121,4 +121,3 @@ def as_json(s: RunSummary) -> dict:
 
 def render(s: RunSummary, fmt: str) -> str:
     return json.dumps(as_json(s), indent=1) + "\n" if fmt == "json" else markdown(s)
-
