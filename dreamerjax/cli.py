@@ -327,18 +327,25 @@ class SummaryArgs:
     plot: _path("FILE", "(optional)") = None
     """Also draw the returns per seed and their mean against rows into this PNG."""
     against: _path("RUN", "(optional)") = None
-    """With --plot: a second run (or results folder) drawn beside, e.g. the reference's."""
+    """A second run (or results folder) beside this one, e.g. the reference's: a table of
+    both runs per log point and shared seed (and its curves with --plot)."""
+    metrics: tuple[str, ...] = ()
+    """With --against: train metrics to put beside, by their records' names, e.g.
+    --metrics val/mean ent/action/mean."""
     label: str = "dreamerjax"
-    """With --plot: the legend's name for PATH."""
+    """The name for RUN_DIR in the table and the legend."""
     against_label: str = "other"
-    """With --against: the legend's name for RUN."""
+    """With --against: the name for RUN."""
 
     def validate(self) -> SummaryArgs:
         _check_existing_run_dir(self.run_dir)
         if self.against is not None:
-            if self.plot is None:
-                raise ArgumentError("--against: needs --plot FILE (it only adds a curve)")
             _check_existing_run_dir(self.against)
+            if self.against_label == self.label:
+                raise ArgumentError(f"--against-label {self.against_label}: the same as "
+                                    "--label (the table needs two names)")
+        elif self.metrics:
+            raise ArgumentError("--metrics: needs --against RUN (the metrics go beside it)")
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise ArgumentError(f"--plot {self.plot}: must name a .png file")
         if self.plot is not None and not self.plot.parent.is_dir():
@@ -867,20 +874,23 @@ def envs_command(args: EnvsArgs) -> int:
 
 def summary_command(args: SummaryArgs) -> int:
     from dreamerjax import summary
+    from dreamerjax.records import RECORDS_FILE, read_jsonl
 
+    others, side = [], None
     try:
         result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold)
         if args.against is not None:
             summary.summarize(args.against, last=1)  # its records exist and are complete
+            others = [(args.against_label, read_jsonl(args.against / RECORDS_FILE))]
+            side = summary.beside(
+                [(args.label, read_jsonl(args.run_dir / RECORDS_FILE)), *others],
+                args.metrics)
     except ValueError as e:
         raise ArgumentError(str(e)) from e
-    print(summary.render(result, args.format), end="")
+    print(summary.render(result, args.format, side, args.metrics), end="")
     if args.plot is not None:
         from dreamerjax import plots
-        from dreamerjax.records import RECORDS_FILE, read_jsonl
 
-        others = [] if args.against is None else [
-            (args.against_label, read_jsonl(args.against / RECORDS_FILE))]
         plots.plot_curves(read_jsonl(args.run_dir / RECORDS_FILE), args.plot,
                           plots.run_env(args.run_dir), name=args.label, others=others,
                           statistic=(result.stat_rows, result.stat, result.threshold))

@@ -5,8 +5,10 @@ evaluation means (eval_mean, over that log point's episodes) at the chosen log p
 (default: the last three); the run's value is the mean over seeds. Nothing is typed in:
 every figure comes from records.jsonl, so a committed results folder can be checked by
 anyone with `dreamerjax summary results/pendulum`. `--plot FILE` draws the run's curves
-(plots.plot_curves) with the statistic and threshold on them, and `--against OTHER` a
-second run beside it (e.g. the reference's records).
+(plots.plot_curves) with the statistic and threshold on them. `--against OTHER` puts a
+second run beside it (e.g. the reference's records): a table per log point and shared seed
+of both runs' evaluation returns and of the train metrics named by `--metrics`, and its
+curves on the plot.
 """
 
 from __future__ import annotations
@@ -101,10 +103,13 @@ def markdown(s: RunSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(s: RunSummary) -> dict:
-    def num(x):
-        return None if x is None or math.isnan(x) else x
+def _num(x):
+    """A JSON-safe number: NaN (a log point without evaluation) as null."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
+
+def as_json(s: RunSummary) -> dict:
+    num = _num
     return {
         "seeds": list(s.seeds),
         "log_points": [{"rows": n, "seeds": {str(x): {"updates": u, "eval_mean": num(e),
@@ -119,5 +124,54 @@ def as_json(s: RunSummary) -> dict:
     }
 
 
-def render(s: RunSummary, fmt: str) -> str:
-    return json.dumps(as_json(s), indent=1) + "\n" if fmt == "json" else markdown(s)
+def beside(runs: list[tuple[str, list[dict]]], metrics: tuple[str, ...] = ()) -> list[dict]:
+    """Runs side by side: one entry per (rows, seed) that every run has, in order, with
+    each run's updates, eval_mean and the train metrics named (`record["train"][key]`).
+
+    runs: [(label, records)]; ValueError naming a metric no record of a run carries, or
+    when the runs share no log point and seed.
+    """
+    for label, records in runs:
+        carried = set().union(*(r.get("train", {}) for r in records))
+        absent = [k for k in metrics if k not in carried]
+        if absent:
+            raise ValueError(f"--metrics {' '.join(absent)}: not among {label}'s train "
+                             "metrics (records.jsonl, key 'train')")
+    keyed = [{(int(r["rows"]), int(r["seed"])): r for r in records} for _, records in runs]
+    shared = sorted(set.intersection(*(set(k) for k in keyed)))
+    if not shared:
+        raise ValueError("--against: the runs share no log point and seed")
+
+    def cell(r: dict) -> dict:
+        return {"updates": int(r["updates"]), "eval_mean": _num(r.get("eval_mean")),
+                **{k: _num(r.get("train", {}).get(k)) for k in metrics}}
+
+    return [{"rows": n, "seed": x,
+             "runs": {label: cell(by[n, x]) for (label, _), by in zip(runs, keyed, strict=True)}}
+            for n, x in shared]
+
+
+def beside_markdown(entries: list[dict], metrics: tuple[str, ...] = ()) -> str:
+    """beside()'s entries as a Markdown table: each column once per run."""
+    labels = list(entries[0]["runs"])
+    cols = ["updates", "eval_mean", *metrics]
+    head = "| rows | seed | " + " | ".join(f"{c} ({lab})" for c in cols for lab in labels)
+    lines = [head + " |", "|---" * (2 + len(cols) * len(labels)) + "|"]
+    for e in entries:
+        cells = []
+        for c in cols:
+            for lab in labels:
+                v = e["runs"][lab][c]
+                cells.append(f"{v:,}" if c == "updates" else
+                             _f(v, 1 if c == "eval_mean" else 3))
+        lines.append(f"| {e['rows']:,} | {e['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(s: RunSummary, fmt: str, side: list[dict] | None = None,
+           metrics: tuple[str, ...] = ()) -> str:
+    """The summary as Markdown or JSON; `side` (beside()'s entries) appended when given."""
+    if fmt == "json":
+        out = as_json(s) | ({} if side is None else {"beside": side})
+        return json.dumps(out, indent=1) + "\n"
+    return markdown(s) + ("" if side is None else "\n" + beside_markdown(side, metrics))

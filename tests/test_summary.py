@@ -17,8 +17,8 @@ def _write(run: Path, evals: dict[int, dict[int, float]]) -> None:
     with open(run / "records.jsonl", "w") as f:
         for rows, by_seed in evals.items():
             for seed, ret in by_seed.items():
-                rec = record_row(seed, rows, rows // 2, [ret, ret + 2.0], [200, 200], {},
-                                 None, 1.0)
+                rec = record_row(seed, rows, rows // 2, [ret, ret + 2.0], [200, 200],
+                                 {"val/mean": ret / 10}, None, 1.0)
                 f.write(json.dumps(rec) + "\n")
 
 
@@ -76,10 +76,38 @@ def test_plot_draws_both_runs_and_bad_plot_flags_are_named(tmp_path, capsys):
                      "--against-label", "reference"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert "| 4 |" in capsys.readouterr().out  # the table is printed as without --plot
-    for argv, flag in ((["--against", str(other)], "--against"),
+    for argv, flag in ((["--metrics", "val/mean"], "--metrics"),
                        (["--plot", str(tmp_path / "c.svg")], "--plot"),
                        (["--plot", str(tmp_path / "no" / "c.png")], "--plot"),
                        (["--plot", str(png), "--against", str(tmp_path / "nowhere")],
                         "nowhere")):
         assert cli.main(["summary", str(run), *argv]) == 2
         assert flag in capsys.readouterr().err
+
+
+def test_against_puts_both_runs_and_their_metrics_side_by_side(tmp_path, capsys):
+    """Only the log points and seeds both runs have; each value from its own records."""
+    run, other = tmp_path / "run", tmp_path / "ref"
+    _write(run, {2: {0: -1000.0, 1: -900.0}, 4: {0: -300.0, 1: -200.0}})
+    _write(other, {2: {0: -1100.0}, 4: {0: -500.0}, 6: {0: -100.0}})
+    argv = ["summary", str(run), "--last", "1", "--against", str(other), "--label", "ours",
+            "--against-label", "ref", "--metrics", "val/mean"]
+    assert cli.main(argv) == 0
+    head = "| rows | seed | updates (ours) | updates (ref) | eval_mean (ours) |"
+    out = capsys.readouterr().out.split(head)
+    assert len(out) == 2 and "| 4 | 2 | -299.0 | -199.0 | -249.0 |" in out[0]
+    lines = out[1].splitlines()[2:]
+    assert lines == ["| 2 | 0 | 1 | 1 | -999.0 | -1,099.0 | -100.000 | -110.000 |",
+                     "| 4 | 0 | 2 | 2 | -299.0 | -499.0 | -30.000 | -50.000 |"]
+    assert cli.main([*argv, "--format", "json"]) == 0
+    side = json.loads(capsys.readouterr().out)["beside"]
+    assert [(e["rows"], e["seed"]) for e in side] == [(2, 0), (4, 0)]
+    assert side[0]["runs"]["ref"] == {"updates": 1, "eval_mean": -1099.0, "val/mean": -110.0}
+    for bad, flag in ((["--metrics", "val/nope"], "val/nope"),
+                      (["--label", "ref"], "--against-label")):
+        assert cli.main([*argv, *bad]) == 2
+        assert flag in capsys.readouterr().err
+    lone = tmp_path / "lone"
+    _write(lone, {2: {5: 1.0}})
+    assert cli.main(["summary", str(run), "--against", str(lone)]) == 2
+    assert "share no log point" in capsys.readouterr().err
