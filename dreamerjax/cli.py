@@ -320,6 +320,8 @@ class SummaryArgs:
     the last --last log points)."""
     last: int = 3
     """Number of final log points the statistic averages when --rows is not given."""
+    seeds: tuple[int, ...] | None = None
+    """Only these seeds of RUN_DIR, in the table, statistic and plot (default: all)."""
     threshold: float | None = None
     """Print whether the statistic is at or above this value."""
     format: Literal["markdown", "json"] = "markdown"
@@ -874,24 +876,23 @@ def envs_command(args: EnvsArgs) -> int:
 
 def summary_command(args: SummaryArgs) -> int:
     from dreamerjax import summary
-    from dreamerjax.records import RECORDS_FILE, read_jsonl
 
     others, side = [], None
     try:
-        result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold)
+        records = summary.read_records(args.run_dir, args.seeds)
+        result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold,
+                                   args.seeds)
         if args.against is not None:
             summary.summarize(args.against, last=1)  # its records exist and are complete
-            others = [(args.against_label, read_jsonl(args.against / RECORDS_FILE))]
-            side = summary.beside(
-                [(args.label, read_jsonl(args.run_dir / RECORDS_FILE)), *others],
-                args.metrics)
+            others = [(args.against_label, summary.read_records(args.against))]
+            side = summary.beside([(args.label, records), *others], args.metrics)
     except ValueError as e:
         raise ArgumentError(str(e)) from e
     print(summary.render(result, args.format, side, args.metrics), end="")
     if args.plot is not None:
         from dreamerjax import plots
 
-        plots.plot_curves(read_jsonl(args.run_dir / RECORDS_FILE), args.plot,
+        plots.plot_curves(records, args.plot,
                           plots.run_env(args.run_dir), name=args.label, others=others,
                           statistic=(result.stat_rows, result.stat, result.threshold))
     return 0

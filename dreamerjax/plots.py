@@ -86,8 +86,22 @@ def _updates_axis(ax, records: list[Mapping]) -> None:
         return  # no updates yet: nothing to label
     rows, updates = map(np.asarray, zip(*pairs, strict=True))
     top = ax.secondary_xaxis("top", functions=(
-        lambda x: np.interp(x, rows, updates), lambda u: np.interp(u, updates, rows)))
+        lambda x: _extrap(x, rows, updates), lambda u: _extrap(u, updates, rows)))
     top.set_xlabel("updates")
+
+
+def _extrap(x, xp, fp):
+    """np.interp continued linearly past both ends (clamping would put ticks beyond the
+    data, e.g. 10,000 updates, on the axis's edge on top of the last one's)."""
+    x = np.asarray(x, dtype=float)
+
+    def slope(i, j):  # 0 where two log points share an x (updates 0, 0 early on): clamp
+        dx = float(xp[j] - xp[i])
+        return 0.0 if dx == 0 else float(fp[j] - fp[i]) / dx
+
+    lo = fp[0] + (x - xp[0]) * slope(0, 1)
+    hi = fp[-1] + (x - xp[-1]) * slope(-2, -1)
+    return np.where(x < xp[0], lo, np.where(x > xp[-1], hi, np.interp(x, xp, fp)))
 
 
 def _title(records: list[Mapping], env: str | None) -> str:

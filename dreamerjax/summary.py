@@ -48,14 +48,30 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def summarize(run_dir: str | Path, rows: tuple[int, ...] | None = None, last: int = 3,
-              threshold: float | None = None) -> RunSummary:
-    """Summary of RUN_DIR's records.jsonl; ValueError naming the problem when the records
-    are missing, a requested log point is absent or a seed lacks one."""
+def read_records(run_dir: str | Path, seeds: tuple[int, ...] | None = None) -> list[dict]:
+    """RUN_DIR's records.jsonl, only the seeds named when given; ValueError when the
+    records are missing or a seed named has none."""
     path = Path(run_dir) / RECORDS_FILE
     records = read_jsonl(path)
     if not records:
         raise ValueError(f"{path}: no records (has the run reached its first log point?)")
+    if seeds is not None:
+        have = {int(r["seed"]) for r in records}
+        absent = [s for s in seeds if s not in have]
+        if absent:
+            raise ValueError(f"--seeds {' '.join(map(str, absent))}: not in {path} "
+                             f"(seeds: {' '.join(map(str, sorted(have)))})")
+        records = [r for r in records if int(r["seed"]) in seeds]
+    return records
+
+
+def summarize(run_dir: str | Path, rows: tuple[int, ...] | None = None, last: int = 3,
+              threshold: float | None = None,
+              seeds: tuple[int, ...] | None = None) -> RunSummary:
+    """Summary of RUN_DIR's records.jsonl (of the seeds named, default all); ValueError
+    naming the problem when the records are missing, a requested log point or seed is
+    absent or a seed lacks a log point."""
+    records = read_records(run_dir, seeds)
     if last < 1:
         raise ValueError(f"--last {last}: must be at least 1")
     seeds = tuple(dict.fromkeys(int(r["seed"]) for r in records))

@@ -111,3 +111,14 @@ def test_against_puts_both_runs_and_their_metrics_side_by_side(tmp_path, capsys)
     _write(lone, {2: {5: 1.0}})
     assert cli.main(["summary", str(run), "--against", str(lone)]) == 2
     assert "share no log point" in capsys.readouterr().err
+
+
+def test_seeds_selects_the_seeds_summarised_and_an_absent_one_is_named(tmp_path, capsys):
+    run = tmp_path / "run"
+    _write(run, {2: {0: -1000.0, 1: -900.0}, 4: {0: -300.0, 1: -200.0}})
+    s = summary.summarize(run, last=1, seeds=(1,))
+    assert s.seeds == (1,) and s.per_seed == {1: -199.0}
+    assert cli.main(["summary", str(run), "--seeds", "0", "--last", "1"]) == 0
+    assert "| 4 | 2 | -299.0 | -299.0 |" in capsys.readouterr().out
+    assert cli.main(["summary", str(run), "--seeds", "0", "7"]) == 2
+    assert "--seeds 7" in capsys.readouterr().err
