@@ -289,9 +289,14 @@ def _check_finite(bad: np.ndarray, seeds, rows: int, out: str) -> None:
             f"{rows}; the last good checkpoint in {out} is kept", update, which, rows)
 
 
-def log_point(run: Run, states: SeedState, ends, log_index: int, wall: float
+def log_point(run: Run, states: SeedState, ends, log_index: int, t0: float
               ) -> tuple[LogPoint, dict]:
-    """Evaluate and assemble the records of one log point (no I/O)."""
+    """Evaluate and assemble the records of one log point (no I/O).
+
+    t0: the run's start on the time.time() clock (less a resumed run's earlier run time);
+    wall_s is taken once the chunk's and the evaluation's results are on the host (the
+    chunk is dispatched asynchronously: a clock read before would miss its execution).
+    """
     cfg = run.config
     setup = run.trainer.setup
     rets, lens = run.trainer.evaluate(states.agent.params, log_index)
@@ -299,6 +304,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int, wall: float
     host = to_host({"rets": rets, "lens": lens, "ends": ends, "bad": states.bad_update,
                     "updates": states.updates, "lo": rn.low, "hi": rn.high,
                     "window": states.window})
+    wall = time.time() - t0
     rows = (log_index + 1) * cfg.run.eval_every
     episodes = _episodes(host["ends"], run.seeds, log_index * setup.ticks_per_log)
     _check_finite(host["bad"], run.seeds, rows, run.out)
@@ -569,7 +575,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             testhooks.point("chunk", log_index)
             precompile.before_chunk()  # glibc's freed heap back before the update's buffers
             states, ends = run.trainer.chunk(states, log_index)
-            point, host = log_point(run, states, ends, log_index, time.time() - t0)
+            point, host = log_point(run, states, ends, log_index, t0)
             for cb in run.callbacks:
                 cb.on_log(point)
             writer.add_episodes(point.episodes)

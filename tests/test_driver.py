@@ -3,6 +3,7 @@
 
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +112,26 @@ def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
     recs = _train(_cfg(steps=800, checkpoint_every=0, replay_capacity=80), out, seeds=(0,))
     assert [r["rows"] for r in recs] == [400, 800]
     assert checkpoint.indices(out) == []
+
+
+def test_wall_s_counts_the_chunk_it_records(tmp_path, monkeypatch):
+    """The chunk runs asynchronously: wall_s must be read once its results are on the host
+    (it was read at dispatch, so a record missed its own interval's run time). A delay
+    where the results arrive is counted in the record, not only in the checkpoint after."""
+    real = driver.to_host
+
+    def late(tree):  # the chunk's results arriving 3 s later, as from a long chunk
+        time.sleep(3.0)
+        return real(tree)
+
+    monkeypatch.setattr(driver, "to_host", late)
+    out = tmp_path / "late"
+    recs = _train(_cfg(steps=800, replay_capacity=80), out, seeds=(0,), report=False)
+    walls = [r["wall_s"] for r in recs]
+    assert walls[0] >= 3.0 and walls[1] - walls[0] >= 3.0
+    # the checkpoint's clock is read after the records are written: only the writing apart
+    meta = checkpoint.read_meta(out, checkpoint.indices(out)[-1])
+    assert 0.0 <= meta["wall_s"] - walls[-1] < 3.0
 
 
 @pytest.mark.slow  # a third tiny run; tests/test_agent.py checks vmapped seeds stay apart
