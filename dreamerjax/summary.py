@@ -125,16 +125,15 @@ def _num(x):
 
 
 def as_json(s: RunSummary) -> dict:
-    num = _num
     return {
         "seeds": list(s.seeds),
-        "log_points": [{"rows": n, "seeds": {str(x): {"updates": u, "eval_mean": num(e),
-                                                      "train_return": num(t)}
+        "log_points": [{"rows": n, "seeds": {str(x): {"updates": u, "eval_mean": _num(e),
+                                                      "train_return": _num(t)}
                                              for x, (u, e, t) in by_seed.items()}}
                        for n, by_seed in s.table.items()],
         "stat_rows": list(s.stat_rows),
-        "per_seed": {str(x): num(v) for x, v in s.per_seed.items()},
-        "stat": num(s.stat),
+        "per_seed": {str(x): _num(v) for x, v in s.per_seed.items()},
+        "stat": _num(s.stat),
         "threshold": s.threshold,
         "meets": s.meets,
     }
