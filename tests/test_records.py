@@ -73,7 +73,8 @@ def test_writer_appends_and_resume_cuts_back(tmp_path):
         w.add_records([_row(rows=4000)])
         w.add_episodes([records.episode_row(seed=1, worker=0, row_last=9, length=4,
                                             score=4.0, terminal=True)])
-        (tmp_path / "records.jsonl").open("a").write('{"seed": 1, "ro')  # a torn line
+        with (tmp_path / "records.jsonl").open("a") as f:
+            f.write('{"seed": 1, "ro')  # a torn line
     assert [r["rows"] for r in records.read_records(tmp_path)] == [2000, 4000]
     with RunWriter(tmp_path, resume=pos, tensorboard=False) as w:
         assert [r["rows"] for r in records.read_records(tmp_path)] == [2000]
