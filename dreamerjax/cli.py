@@ -360,6 +360,28 @@ class SummaryArgs:
 
 
 @dataclass(frozen=True)
+class MergeArgs:
+    """Join runs that trained different seeds of one config (one process or machine each)
+    into one folder that summary and compare read as a run: records, episodes and config
+    with every seed."""
+
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """The runs, e.g. runs/acrobot_s0 runs/acrobot_s1 (configs equal apart from --seeds)."""
+    out: Annotated[Path, tyro.conf.arg(metavar="DIR")]
+    """The folder to write config.json, records.jsonl and episodes.jsonl into (each is
+    replaced)."""
+
+    def validate(self) -> MergeArgs:
+        if not self.run_dirs:
+            raise ArgumentError("merge needs at least one RUN_DIR")
+        for run in self.run_dirs:
+            _check_existing_run_dir(run)
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            raise ArgumentError(f"--out {self.out} exists and is not a directory")
+        return self
+
+
+@dataclass(frozen=True)
 class BenchArgs:
     """Time updates and ticks; prints figures (never asserts a speed)."""
 
@@ -481,6 +503,7 @@ Command = (
     | Annotated[ParityArgs, tyro.conf.subcommand("parity")]
     | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
     | Annotated[SummaryArgs, tyro.conf.subcommand("summary")]
+    | Annotated[MergeArgs, tyro.conf.subcommand("merge")]
     | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
     | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
     | Annotated[EnvsArgs, tyro.conf.subcommand("envs")]
@@ -898,6 +921,18 @@ def summary_command(args: SummaryArgs) -> int:
     return 0
 
 
+def merge_command(args: MergeArgs) -> int:
+    from dreamerjax import merge
+
+    try:
+        done = merge.merge(args.run_dirs, args.out)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
+    print(f"[dreamerjax] merged seeds {done['seeds']} into {args.out}: "
+          f"{done['records']} records, {done['episodes']} episodes")
+    return 0
+
+
 def run(args: Any) -> int:
     """Validate parsed arguments and run their subcommand; returns the exit status."""
     args = args.validate()
@@ -921,6 +956,8 @@ def run(args: Any) -> int:
                                   _str_or_none(args.out), seeds=None, smoke=args.smoke))
     if isinstance(args, SummaryArgs):
         return summary_command(args)
+    if isinstance(args, MergeArgs):
+        return merge_command(args)
     if isinstance(args, BenchArgs):
         from dreamerjax import bench
         return _code(bench.main(args))
