@@ -9,7 +9,7 @@ import pytest
 
 from dreamerjax import cli
 
-SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo")
+SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo", "merge")
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

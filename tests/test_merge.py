@@ -92,3 +92,16 @@ def test_cli_merges_and_names_bad_input_in_one_line(tmp_path, capsys):
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
     assert cli.main(["merge", str(a), "--out", str(tmp_path / "run")]) == 2
     assert "checkpoints" in capsys.readouterr().err
+
+
+def test_compare_on_the_protocol_run_split_by_seed_and_merged(tmp_path):
+    """The committed CartPole protocol run, one run per seed, merged: compare passes its
+    input checks and writes the same summary.json (A, S1 and S2 per seed)."""
+    from dreamerjax.compare import compare_main
+
+    protocol = ROOT / "results" / "cartpole_protocol"
+    runs = [_split(protocol, tmp_path / f"s{s}", (s,)) for s in (0, 1, 2)]
+    merge.merge(runs, tmp_path / "joined")
+    assert compare_main(str(tmp_path / "joined"), out=str(tmp_path / "cmp")) == 0
+    got = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert got == json.loads((protocol / "summary.json").read_text())
