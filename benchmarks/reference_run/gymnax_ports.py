@@ -85,5 +85,97 @@ class Pendulum:
         self.time = int(time)
 
 
+def wrap(x, low, high):
+    """gymnax acrobot.py wrap: x shifted by whole periods into [low, high)."""
+    diff = high - low
+    go_up = F32(x < low)
+    go_down = F32(x >= high)
+    how_often = go_up * np.ceil((low - x) / diff) + go_down * np.floor((x - high) / diff
+                                                                      + F32(1.0))
+    return F32(x - how_often * diff * go_down + how_often * diff * go_up)
+
+
+class Acrobot:
+    """gymnax Acrobot-v1 (environments/classic_control/acrobot.py, default EnvParams: the
+    'book' dynamics, no torque noise).
+
+    reset: both angles and both velocities ~ U[-0.1, 0.1], time 0.
+    step: torque -1 / 0 / +1 by the action index, one Runge-Kutta-4 step of dt 0.2 (gymnax
+    integrates once where gym subdivides), angles wrapped into [-pi, pi), velocities
+    clipped to 4 pi and 9 pi; reward -1 unless the tip is above the bar (then 0 and
+    terminated); truncated once time >= 500.
+    """
+
+    name = "Acrobot-v1"
+    obs_size = 6
+    discrete = True
+    num_actions = 3
+    limit = 500  # max_steps_in_episode
+
+    dt = F32(0.2)
+    m1 = m2 = F32(1.0)  # link masses
+    l1 = F32(1.0)  # link_length_1
+    lc1 = lc2 = F32(0.5)  # link_com_pos
+    i1 = i2 = F32(1.0)  # link_moi
+    g = F32(9.8)
+    max_vel_1 = F32(4 * np.pi)
+    max_vel_2 = F32(9 * np.pi)
+    obs_high = np.array([1.0, 1.0, 1.0, 1.0, 4 * np.pi, 9 * np.pi], np.float32)
+    torques = np.array([-1.0, 0.0, 1.0], np.float32)  # available_torque
+
+    def __init__(self) -> None:
+        self.s = np.zeros(4, np.float32)  # theta1, theta2, dtheta1, dtheta2
+        self.time = 0
+
+    def obs(self) -> np.ndarray:
+        t1, t2, v1, v2 = self.s
+        return np.array([np.cos(t1), np.sin(t1), np.cos(t2), np.sin(t2), v1, v2], np.float32)
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        self.set_state(rng.uniform(-0.1, 0.1, 4).astype(np.float32), 0)
+        return self.obs()
+
+    def dsdt(self, y: np.ndarray) -> np.ndarray:
+        """gymnax dsdt of the state augmented with the torque [5] -> its derivative [5]."""
+        m1, m2, l1, lc1, lc2, i1, i2, g = (self.m1, self.m2, self.l1, self.lc1, self.lc2,
+                                           self.i1, self.i2, self.g)
+        th1, th2, dth1, dth2, a = y
+        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + F32(2) * l1 * lc2 * np.cos(th2)) + i1 + i2
+        d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(th2)) + i2
+        phi2 = m2 * lc2 * g * np.cos(th1 + th2 - PI / F32(2.0))
+        phi1 = (-m2 * l1 * lc2 * dth2**2 * np.sin(th2)
+                - F32(2) * m2 * l1 * lc2 * dth2 * dth1 * np.sin(th2)
+                + (m1 * lc1 + m2 * l1) * g * np.cos(th1 - PI / F32(2))
+                + phi2)
+        ddth2 = ((a + d2 / d1 * phi1 - m2 * l1 * lc2 * dth1**2 * np.sin(th2) - phi2)
+                 / (m2 * lc2**2 + i2 - d2**2 / d1))
+        ddth1 = -(d2 * ddth2 + phi1) / d1
+        return np.array([dth1, dth2, ddth1, ddth2, 0.0], np.float32)
+
+    def step(self, action) -> tuple[np.ndarray, np.float32, bool, bool]:
+        """(obs, reward, terminated, truncated) of one step with action index `action`."""
+        y0 = np.append(self.s, self.torques[int(action)]).astype(np.float32)
+        half = self.dt / F32(2.0)
+        k1 = self.dsdt(y0)
+        k2 = self.dsdt(y0 + half * k1)
+        k3 = self.dsdt(y0 + half * k2)
+        k4 = self.dsdt(y0 + self.dt * k3)
+        ns = y0 + self.dt / F32(6.0) * (k1 + F32(2) * k2 + F32(2) * k3 + k4)
+        th1, th2 = wrap(ns[0], -PI, PI), wrap(ns[1], -PI, PI)
+        v1 = np.clip(ns[2], -self.max_vel_1, self.max_vel_1)
+        v2 = np.clip(ns[3], -self.max_vel_2, self.max_vel_2)
+        self.set_state(np.array([th1, th2, v1, v2], np.float32), self.time + 1)
+        above = bool(-np.cos(th1) - np.cos(th2 + th1) > F32(1.0))
+        reward = F32(-1.0) * (F32(1) - F32(above))
+        return self.obs(), F32(reward), above, self.time >= self.limit
+
+    def get_state(self) -> dict:
+        return {"s": self.s.copy(), "time": self.time}
+
+    def set_state(self, s, time: int) -> None:
+        self.s = np.asarray(s, np.float32).copy()
+        self.time = int(time)
+
+
 # Ports by harness task name; the reference config's `task` label is gymnax_<name>.
-PORTS = {"pendulum": Pendulum}
+PORTS = {"pendulum": Pendulum, "acrobot": Acrobot}

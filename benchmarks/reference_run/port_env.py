@@ -50,8 +50,11 @@ class PortEnv(embodied.Env):
     @property
     def act_space(self):
         port = self._port
-        action = embodied.Space(np.float32, port.action_shape, port.action_low,
-                                port.action_high)
+        if port.discrete:  # an index, as the reference's discrete envs give it
+            action = embodied.Space(np.int32, (), 0, port.num_actions)
+        else:
+            action = embodied.Space(np.float32, port.action_shape, port.action_low,
+                                    port.action_high)
         return {"action": action, "reset": embodied.Space(bool)}
 
     def step(self, action):
