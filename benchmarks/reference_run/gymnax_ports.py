@@ -154,7 +154,8 @@ class Acrobot:
 
     def step(self, action) -> tuple[np.ndarray, np.float32, bool, bool]:
         """(obs, reward, terminated, truncated) of one step with action index `action`."""
-        y0 = np.append(self.s, self.torques[int(action)]).astype(np.float32)
+        index = int(np.asarray(action).reshape(()))  # the harness may pass it as [1]
+        y0 = np.append(self.s, self.torques[index]).astype(np.float32)
         half = self.dt / F32(2.0)
         k1 = self.dsdt(y0)
         k2 = self.dsdt(y0 + half * k1)
