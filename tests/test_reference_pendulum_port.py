@@ -4,27 +4,13 @@ harness trains on equals gymnax's (environments/classic_control/pendulum.py).
 Only the physics module is imported (it has no embodied import), so this runs in our venv.
 """
 
-import importlib.util
-import pathlib
-
 import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _gymnax_ports import ports
 
-PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "reference_run"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("reference_run_gymnax_ports",
-                                                  PATH / "gymnax_ports.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ports = _load()
 ENV, PARAMS = gymnax.make("Pendulum-v1")
 State = type(ENV.reset_env(jax.random.PRNGKey(0), PARAMS)[1])
 
