@@ -46,11 +46,13 @@ PUBLISHED_SOURCE = (
     "published: S1 range of the round-1 reference runs of the protocol "
     "(danijar/dreamerv3 29eb964, seeds 0-2, stock two-hot decode), 241-386")
 CARTPOLE_LIMIT = 500
+# The protocol's env through either path: gymnax's (compiled) or Gymnasium's (host, issue 16).
+CARTPOLE_ENVS = ("CartPole-v1", "gym_CartPole-v1")
 
 # Section 1 "This run" values our config.json must hold in full mode (run.*, size, agent).
 PROTOCOL_CONFIG: dict[str, Any] = {
     "size": "1m",
-    "run.env": "CartPole-v1",
+    "run.env": CARTPOLE_ENVS,
     "run.num_envs": 16,
     "run.train_ratio": 512.0,
     "run.batch_size": 16,
@@ -201,7 +203,7 @@ class Schedule:
 
     @property
     def is_cartpole(self) -> bool:
-        return self.env == "CartPole-v1"
+        return self.env in CARTPOLE_ENVS
 
     @property
     def ratio(self) -> Fraction:
@@ -374,6 +376,8 @@ def _dotted(tree: dict, key: str) -> Any:
 
 
 def _same_value(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, tuple):  # any one of these
+        return actual in expected
     if isinstance(expected, str):
         return actual == expected
     try:
@@ -1131,6 +1135,8 @@ def write_report(out: Path, ours: Side, ref: Side | None, dec: Decision, source:
     final_rows = sched.log_points[-1]
     lines = ["# CartPole protocol comparison", "",
              f"- run: `{ours.rs.path}` (side {ours.rs.side}, seeds {list(ours.seeds)})",
+             f"- env: `{sched.env}`"
+             + (" (Gymnasium, host path)" if sched.env.startswith("gym_") else ""),
              f"- reference: {source}",
              f"- mode: {'smoke (S1 = last three log points)' if smoke else 'full protocol'}",
              f"- two-hot expectation: {twohot_mean}"

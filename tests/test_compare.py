@@ -229,6 +229,19 @@ def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
     assert "A = 190.0" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("env, passes", [
+    ("CartPole-v1", True), ("gym_CartPole-v1", True), ("Acrobot-v1", False)])
+def test_protocol_env_either_path(tmp_path, env, passes):
+    """The protocol runs on gymnax's CartPole (compiled) or Gymnasium's (host, issue 16)."""
+    run = make_run(tmp_path / "run", run=RunConfig(env=env))
+    assert compare.compare_main(run, None, None, None) == (0 if passes else 1)
+    summ = read_summary(tmp_path / "run")
+    assert ("protocol config (config.json, section 1)" in failed_checks(summ)) is not passes
+    if passes:
+        assert summ["A"] == pytest.approx(190.0)
+        assert f"- env: `{env}`" in (tmp_path / "run" / "compare.md").read_text()
+
+
 def test_report_names_the_runs_two_hot_summation(tmp_path):
     run = make_run(tmp_path / "run", twohot_mean="pairsum")
     assert compare.compare_main(run, None, None, None) == 0
