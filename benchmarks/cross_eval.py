@@ -27,7 +27,7 @@ import numpy as np
 def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
                 mode: bool) -> dict:
     """Returns [repeats, seeds, episodes] of checkpoint `index` of run_dir played on env."""
-    from dreamerjax import driver, records, train
+    from dreamerjax import driver, host_driver, records, train
     from dreamerjax.policy import stacked_params
 
     config, seeds = records.read_run_config(run_dir)
@@ -48,7 +48,7 @@ def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
         "repeat_means": [round(float(x), 2) for x in rets.mean(axis=(1, 2))],
         "mean": round(float(rets.mean()), 2),
         "sem": round(float(rets.std(ddof=1) / np.sqrt(rets.size)), 2),
-        "len_at_limit": int((np.stack(lens) >= 500).sum()),
+        "len_at_limit": int((np.stack(lens) >= host_driver.episode_limit(trainer.setup)).sum()),
         "returns": [int(x) for x in rets.reshape(-1)],
     }
 
