@@ -4,10 +4,13 @@ with the three additions of docs/protocol.md section 3 marked ADDITION.
 It calls the reference's own objects in the stock order: agent, replay and logger
 (train.py:11-13), the update scheduler (26-28), the driver and its callbacks (67-72, 92),
 the two prefetching datasets and carries (74-79), the per-transition train step (81-91),
-the policy (104-106) and the `driver(policy, steps=10)` loop (107-109). The loop body's
-report, log and save branches (111-126) never fire with run.eval_every, log_every and
-save_every at -1 (when.Clock, embodied/core/when.py:77-78), so they are left out and
-run_reference.py refuses other values; the logger-only FPS and usage meters go with them.
+the policy (104-106) and the `driver(policy, steps=10)` loop (107-109), each pass cut short
+where it would step past a record point (ticks.py: with 4 envs a stock pass is 12 rows,
+which never lands on 2,000; training is per transition, so this moves only the record
+point onto its row). The loop body's report, log and save branches (111-126) never fire
+with run.eval_every, log_every and save_every at -1 (when.Clock, embodied/core/when.py:77-78),
+so they are left out and run_reference.py refuses other values; the logger-only FPS and
+usage meters go with them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import defaultdict
 from functools import partial as bind
 
 import embodied
+from ticks import pass_steps
 
 
 class TrainLoop:
@@ -98,7 +102,8 @@ class TrainLoop:
     def run(self, record, every: int, stop_after: int = 0) -> bool:
         """Train to args.steps; False when stopped at `stop_after` rows instead."""
         while self.step < self.args.steps:
-            self.driver(self.policy, steps=10)
+            self.driver(self.policy, steps=pass_steps(int(self.step), every,
+                                                      self.args.num_envs))
             # ADDITION 1: record at multiples of `every` rows, after the tick's updates.
             rows = int(self.step)
             if rows % every == 0:
