@@ -19,7 +19,7 @@ def _driver_rows(rows, steps, num_envs):
     return rows + num_envs * -(-steps // num_envs)
 
 
-def _visited(total, every, num_envs, choose):
+def _visited(total, num_envs, choose):
     rows, seen = 0, []
     while rows < total:
         rows = _driver_rows(rows, choose(rows), num_envs)
@@ -30,7 +30,7 @@ def _visited(total, every, num_envs, choose):
 @pytest.mark.parametrize("num_envs", [1, 3, 4, 16])
 def test_every_record_point_is_landed_on(num_envs):
     every = 2000 if 2000 % num_envs == 0 else 2001
-    seen = _visited(10 * every, every, num_envs,
+    seen = _visited(10 * every, num_envs,
                     lambda r: ticks.pass_steps(r, every, num_envs))
     assert [r for r in seen if r % every == 0] == [every * k for k in range(1, 11)]
     assert seen[-1] == 10 * every
@@ -42,7 +42,7 @@ def test_every_record_point_is_landed_on(num_envs):
 def test_stock_pass_misses_with_four_envs():
     """Why the harness cuts passes: the stock pass with 4 envs lands on 6,000 and 18,000
     only, and steps past 20,000."""
-    seen = _visited(20000, 2000, 4, lambda r: ticks.STOCK_STEPS)
+    seen = _visited(20000, 4, lambda r: ticks.STOCK_STEPS)
     assert [r for r in seen if r % 2000 == 0] == [6000, 12000, 18000]
     assert seen[-1] == 20004
 
