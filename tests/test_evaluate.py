@@ -1,13 +1,12 @@
 """train.evaluate stops when its last episode ends: the same returns and lengths as a
 scan over all episode_limit ticks (the implementation before), in fewer ticks."""
 
-import importlib.util
-import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _benchmarks import load
 
 from dreamerjax import agent as agent_lib
 from dreamerjax import train as train_lib
@@ -15,17 +14,9 @@ from dreamerjax import train as train_lib
 EPISODES = 3
 
 
-def _load_full_scan():
-    """The evaluation as it was (a lax.scan over every tick of the episode limit): one
-    copy, in the benchmark that times the two forms."""
-    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "eval_ticks.py"
-    spec = importlib.util.spec_from_file_location("bench_eval_ticks", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.full_scan
-
-
-_full_scan = _load_full_scan()
+# The evaluation as it was (a lax.scan over every tick of the episode limit): one copy, in
+# the benchmark that times the two forms.
+_full_scan = load("eval_ticks.py").full_scan
 
 
 def _setup(episode_limit=0):

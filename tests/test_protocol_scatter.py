@@ -1,16 +1,12 @@
 """benchmarks/protocol_scatter.py: per-seed values read as `dreamerjax compare` reads them,
 and the permutation test's share counted over every group (small pools checked by hand)."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+from _benchmarks import load
 
-PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "protocol_scatter.py"
-_spec = importlib.util.spec_from_file_location("bench_protocol_scatter", PATH)
-scatter_mod = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(scatter_mod)
+scatter_mod = load("protocol_scatter.py")
 
 
 def _records(tmp_path, name, per_seed):

@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _gymnax_ports import ports
+from _benchmarks import load
+
+ports = load("reference_run/gymnax_ports.py")
 
 ENV, PARAMS = gymnax.make("Pendulum-v1")
 State = type(ENV.reset_env(jax.random.PRNGKey(0), PARAMS)[1])

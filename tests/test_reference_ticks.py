@@ -1,16 +1,10 @@
 """benchmarks/reference_run/ticks.py: the harness's loop lands on every record point for
 any env count, where the stock 10-transition pass (12 rows with 4 envs) skipped 2,000."""
 
-import importlib.util
-import pathlib
-
 import pytest
+from _benchmarks import load
 
-PATH = (pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "reference_run"
-        / "ticks.py")
-_spec = importlib.util.spec_from_file_location("reference_run_ticks", PATH)
-ticks = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ticks)
+ticks = load("reference_run/ticks.py")
 
 
 def _driver_rows(rows, steps, num_envs):

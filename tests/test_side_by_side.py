@@ -2,7 +2,6 @@
 without timing anything (the timed run is `python benchmarks/side_by_side/run.py`)."""
 
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
@@ -10,19 +9,13 @@ import subprocess
 import sys
 
 import pytest
+from _benchmarks import load
 
 HERE = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "side_by_side"
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"side_by_side_{name}", HERE / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-run = _load("run")
-table = _load("table")
+run = load("side_by_side/run.py")
+table = load("side_by_side/table.py")
 
 
 def test_blob_hash_is_gits(tmp_path):

@@ -5,12 +5,11 @@ It calls the reference's own objects in the stock order: agent, replay and logge
 (train.py:11-13), the update scheduler (26-28), the driver and its callbacks (67-72, 92),
 the two prefetching datasets and carries (74-79), the per-transition train step (81-91),
 the policy (104-106) and the `driver(policy, steps=10)` loop (107-109), each pass cut short
-where it would step past a record point (ticks.py: with 4 envs a stock pass is 12 rows,
-which never lands on 2,000; training is per transition, so this moves only the record
-point onto its row). The loop body's report, log and save branches (111-126) never fire
-with run.eval_every, log_every and save_every at -1 (when.Clock, embodied/core/when.py:77-78),
-so they are left out and run_reference.py refuses other values; the logger-only FPS and
-usage meters go with them.
+where it would step past a record point (why, and why nothing else moves: ticks.py). The
+loop body's report, log and save branches (111-126) never fire with run.eval_every,
+log_every and save_every at -1 (when.Clock, embodied/core/when.py:77-78), so they are left
+out and run_reference.py refuses other values; the logger-only FPS and usage meters go with
+them.
 """
 
 from __future__ import annotations
