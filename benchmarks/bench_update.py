@@ -6,7 +6,7 @@ writes results/bench/bench_<backend>_<date>.json and results/bench/README.md.
 
 import sys
 
-from dreamerjax import cli
+from dreamerjax.tools import cli
 
 if __name__ == "__main__":
     argv = sys.argv[1:]

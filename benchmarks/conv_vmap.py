@@ -54,7 +54,8 @@ def main(argv=None) -> None:
     p.add_argument("--stride", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args(argv)
-    from dreamerjax import nets, xla_tuning
+    from dreamerjax.algo import nets
+    from dreamerjax.run import xla_tuning
     xla_tuning.apply()  # the command line's XLA flags
 
     def jax_conv(x, k):

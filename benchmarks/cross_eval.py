@@ -27,8 +27,10 @@ import numpy as np
 def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
                 mode: bool) -> dict:
     """Returns [repeats, seeds, episodes] of checkpoint `index` of run_dir played on env."""
-    from dreamerjax import driver, host_driver, records, train
-    from dreamerjax.policy import stacked_params
+    from dreamerjax.run import driver, records
+    from dreamerjax.run import host_trainer as host_driver
+    from dreamerjax.run import loop as train
+    from dreamerjax.run.policy import stacked_params
 
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(config, run=dataclasses.replace(
@@ -63,7 +65,7 @@ def main() -> None:
     p.add_argument("--mode", action="store_true", help="act with the modes, not samples")
     a = p.parse_args()
     if a.index is None:
-        from dreamerjax import checkpoint
+        from dreamerjax.run import checkpoint
         a.index = checkpoint.latest_verified(a.run_dir)[0]
     out = {"run_dir": a.run_dir, "index": a.index, "mode": a.mode, "results": [
         evaluate_on(a.run_dir, a.index, env, a.episodes, a.repeats, a.mode)

@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dreamerjax import agent as agent_lib
 from dreamerjax import envs as envs_lib
-from dreamerjax import train as train_lib
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.run import loop as train_lib
 
 
 def full_scan(setup, params, key, episodes: int, mode: bool = False):

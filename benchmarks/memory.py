@@ -72,12 +72,13 @@ def worker(spec: dict) -> dict:
         import ctypes
         trim = ctypes.CDLL("libc.so.6").malloc_trim
 
-    from dreamerjax import xla_tuning
+    from dreamerjax.run import xla_tuning
     xla_tuning.apply()  # as cli.main does first
     import jax
     import numpy as np
     jax.block_until_ready(jax.numpy.zeros(4) + 1)
-    from dreamerjax import cli, driver, precompile
+    from dreamerjax.run import driver, precompile
+    from dreamerjax.tools import cli
     mark("import")
 
     hits = []

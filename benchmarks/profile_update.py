@@ -190,11 +190,11 @@ def main(argv=None) -> int:
         print()
         return 0
 
-    from dreamerjax import xla_tuning
+    from dreamerjax.run import xla_tuning
     xla_tuning.apply()
     import jax
 
-    from dreamerjax import bench
+    from dreamerjax.tools import bench
 
     setup = bench.make_setup(False)
     compiled, _ = bench.compile_update(setup, 1)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamerjax import compare
+from dreamerjax.tools import compare
 
 LO, HI = compare.PUBLISHED_REFERENCE_S1
 

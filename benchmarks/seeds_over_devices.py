@@ -33,8 +33,9 @@ def main(argv=None) -> None:
                                f"platform_device_count={a.host_devices}")
     import jax
 
-    from dreamerjax import bench, driver
-    from dreamerjax import train as loop
+    from dreamerjax.run import driver
+    from dreamerjax.run import loop as loop
+    from dreamerjax.tools import bench
 
     setup = bench.make_setup(a.tiny)
     cases = a.cases.split(",")

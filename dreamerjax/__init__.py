@@ -9,8 +9,8 @@ __version__ = "0.1.0"
 
 
 # The Python API, imported on first use so that `import dreamerjax` stays light. (Training
-# itself is dreamerjax.driver.train: the name `dreamerjax.train` is the per-seed module.)
-_API = {"load_policy": "dreamerjax.policy", "make_config": "dreamerjax.train"}
+# itself is dreamerjax.run.driver.train: the name `dreamerjax.run.loop` is the per-seed module.)
+_API = {"load_policy": "dreamerjax.run.policy", "make_config": "dreamerjax.run.loop"}
 
 
 def __getattr__(name: str):

@@ -37,7 +37,7 @@ os.environ.setdefault("DREAMERJAX_PRECOMPILE", "0")
 def reference_parity():
     """(rows, strict exit code) of every parity check on tests/data/reference, computed
     once for the parity test modules (the rows do not depend on strictness)."""
-    from dreamerjax.parity import run_parity
+    from dreamerjax.tools.parity import run_parity
 
     return run_parity(Path(__file__).parent / "data" / "reference", strict=True,
                       print_table=False)

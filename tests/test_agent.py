@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import agent as A
-from dreamerjax import nets
-from dreamerjax.config import SIZES, agent_config, tiny_agent_config
+from dreamerjax.algo import agent as A
+from dreamerjax.algo import nets
+from dreamerjax.config.defaults import SIZES, agent_config, tiny_agent_config
 
 VEC = A.Spaces.vector(4, True, 2)
 IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
@@ -238,8 +238,9 @@ def test_block_gru_paths_agree(rows, monkeypatch):
 
 
 def test_twohot_mean_option_reaches_every_head_mean():
-    from dreamerjax import numerics, train
-    from dreamerjax.config import from_dict
+    from dreamerjax.algo import numerics
+    from dreamerjax.config.defaults import from_dict
+    from dreamerjax.run import loop as train
 
     config = train.make_config("CartPole-v1", "1m", twohot_mean="pairsum")
     assert config.agent.twohot_mean == "pairsum"

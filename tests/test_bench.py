@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from dreamerjax import bench
+from dreamerjax.tools import bench
 
 KEYS = ("seconds_per_update_per_seed", "compile_seconds_cold", "compile_seconds_warm",
         "flops_per_update", "flops_per_update_xla", "achieved_flops_per_s",
@@ -101,7 +101,7 @@ def test_analytic_flops_scale_with_horizon():
 def test_env_bench_options():
     """`bench --env`: the compiled twin of a gym_ id, the chunk of the replay's gate, and
     the flags (the whole run is timed by hand: minutes on this machine)."""
-    from dreamerjax import cli
+    from dreamerjax.tools import cli
 
     pytest.importorskip("gymnasium")
     assert bench.compiled_counterpart("gym_CartPole-v1") == "CartPole-v1"
@@ -133,8 +133,8 @@ def test_env_bench_options():
 def test_size_option_reaches_the_benched_config_and_is_checked():
     """`bench --size 12m` benches the 12m preset (the GPU script's second size), names it
     in the recorded command and config, and writes only to --out; a bad size is refused."""
-    from dreamerjax import cli
-    from dreamerjax.config import SIZES
+    from dreamerjax.config.defaults import SIZES
+    from dreamerjax.tools import cli
 
     opts = bench.Options.of(cli.parse(["bench", "--size", "12m"]).validate())
     assert opts.size == "12m" and bench._argv(opts)[:2] == ["--size", "12m"]

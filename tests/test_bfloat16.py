@@ -13,12 +13,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import agent as A
-from dreamerjax import config as config_lib
-from dreamerjax import configs as C
-from dreamerjax import nets
-from dreamerjax import numerics as nm
-from dreamerjax.config import Config, OptConfig, tiny_agent_config, with_cnn
+from dreamerjax.algo import agent as A
+from dreamerjax.algo import nets
+from dreamerjax.algo import numerics as nm
+from dreamerjax.config import defaults as config_lib
+from dreamerjax.config import keys as C
+from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config, with_cnn
 
 BF16, F32 = jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)
 VEC = A.Spaces.vector(4, True, 2)

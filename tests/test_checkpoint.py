@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import checkpoint as ckpt
-from dreamerjax.config import Config, RunConfig
+from dreamerjax.config.defaults import Config, RunConfig
+from dreamerjax.run import checkpoint as ckpt
 
 
 def _state(seed=0):

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from dreamerjax import cli
+from dreamerjax.tools import cli
 
 SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo", "merge")
 
@@ -91,7 +91,7 @@ def _train_error(argv, capsys):
     (["--resume", "{tmp}/noconfig"], "cannot read the run's config"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
-    from dreamerjax.config import Config
+    from dreamerjax.config.defaults import Config
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "records.jsonl").write_text("")
@@ -99,7 +99,7 @@ def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
         Config(size="1m").to_dict() | {"seeds": [0, 1]}))
     (tmp_path / "noconfig").mkdir()
     # Validation must fail before the driver (and with it JAX) is imported.
-    monkeypatch.setitem(sys.modules, "dreamerjax.driver", None)
+    monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
     err = _train_error([a.format(tmp=tmp_path) for a in argv], capsys)
     assert message in err
     assert "dreamerjax train: error:" in err
@@ -132,12 +132,12 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "train_command", lambda a: calls.append(("train", a)) or 0)
     monkeypatch.setattr(cli, "eval_command", lambda a: calls.append(("eval", a)) or 0)
     monkeypatch.setattr(cli, "info_command", lambda a: calls.append(("info", a)) or 3)
-    _fake_module(monkeypatch, "dreamerjax.parity",
+    _fake_module(monkeypatch, "dreamerjax.tools.parity",
                  main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1)
-    _fake_module(monkeypatch, "dreamerjax.compare",
+    _fake_module(monkeypatch, "dreamerjax.tools.compare",
                  compare_main=lambda run, ref, out, seeds=None, smoke=False:
                  calls.append(("compare", run, ref, out, seeds, smoke)) or 0)
-    _fake_module(monkeypatch, "dreamerjax.bench", main=lambda a: calls.append(("bench", a)))
+    _fake_module(monkeypatch, "dreamerjax.tools.bench", main=lambda a: calls.append(("bench", a)))
     run = tmp_path / "run"
     run.mkdir()
     assert cli.main(["train", "--out", str(tmp_path / "new")]) == 0
@@ -167,7 +167,7 @@ def test_demo_runs_train(tmp_path, monkeypatch, capsys):
         (args.out / "curves.png").write_bytes(b"")
         return 0
 
-    from dreamerjax import driver
+    from dreamerjax.run import driver
 
     monkeypatch.setattr(cli, "train_command", train_command)
     monkeypatch.setattr(driver, "eval_artifacts", lambda run, report, video: [video])
@@ -183,7 +183,7 @@ def test_demo_runs_train(tmp_path, monkeypatch, capsys):
 
 
 def test_console_entry_point_runs():
-    proc = subprocess.run([sys.executable, "-m", "dreamerjax.cli", "info", "--help"],
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "info", "--help"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "--size" in proc.stdout
 

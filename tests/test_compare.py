@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamerjax import compare
-from dreamerjax.config import Config, RunConfig, agent_config
+from dreamerjax.config.defaults import Config, RunConfig, agent_config
+from dreamerjax.tools import compare
 
 PROTOCOL = compare.Schedule()
 LOG_POINTS = tuple(range(2000, 20001, 2000))

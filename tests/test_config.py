@@ -1,4 +1,4 @@
-"""Dotted keys, named configs, overrides and files (dreamerjax.configs) against the
+"""Dotted keys, named configs, overrides and files (dreamerjax.config.keys) against the
 reference's configs.yaml @29eb964, read by hand into the tables below."""
 
 import dataclasses
@@ -7,8 +7,8 @@ import typing
 
 import pytest
 
-from dreamerjax import configs as C
-from dreamerjax.config import (
+from dreamerjax.config import keys as C
+from dreamerjax.config.defaults import (
     DEFAULT_SIZE,
     SIZES,
     Config,
@@ -151,7 +151,7 @@ def test_size1m_and_tiny_are_ours_and_equal_the_presets():
 
 
 def test_one_default_size():
-    from dreamerjax import cli
+    from dreamerjax.tools import cli
 
     assert Config().size == DEFAULT_SIZE == cli.DEFAULT_SIZE == "1m"
     assert Config().agent == agent_config(DEFAULT_SIZE)
@@ -410,8 +410,8 @@ def _reference_count(config: Config, obs: int, act: int, discrete: bool) -> dict
 def test_parameter_counts_match_the_references_formula(configs, flags, space, total):
     import jax
 
-    from dreamerjax import agent as agent_lib
-    from dreamerjax import train as train_lib
+    from dreamerjax.algo import agent as agent_lib
+    from dreamerjax.run import loop as train_lib
 
     config, _ = C.resolve(configs, **flags)
     spaces = train_lib.make_setup(config).spaces
@@ -438,7 +438,7 @@ def test_reference_style_key_flags_become_sets():
 
 
 def test_a_checkpoint_from_before_the_dec_scales_resumes():
-    from dreamerjax import driver
+    from dreamerjax.run import driver
 
     config = Config()
     old = config.to_dict()
@@ -455,7 +455,7 @@ def test_config_checks_do_not_import_jax():
     import subprocess
     import sys
 
-    from dreamerjax.numerics import TWOHOT_MEANS
+    from dreamerjax.algo.numerics import TWOHOT_MEANS
 
     assert C.TWOHOT_MEANS == tuple(TWOHOT_MEANS)
     code = ("import sys; from dreamerjax import configs; "
@@ -467,7 +467,7 @@ def test_config_checks_do_not_import_jax():
 def test_dmc_vision_encodes_and_decodes_only_the_image():
     """configs.yaml:244-245 @29eb964: dmc_vision sets enc.spaces and dec.spaces to 'image'
     (the env also emits the proprioceptive keys)."""
-    from dreamerjax import configs
+    from dreamerjax.config import keys as configs
 
     config, _ = configs.resolve(["dmc_vision"])
     assert (config.agent.enc_spaces, config.agent.dec_spaces) == ("image", "image")

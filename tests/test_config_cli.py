@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from dreamerjax import cli
-from dreamerjax import configs as C
+from dreamerjax.config import keys as C
+from dreamerjax.tools import cli
 
 
 def _info(capsys, *argv) -> tuple[int, str, str]:

@@ -3,10 +3,10 @@ their make functions; unknown keys and bad values are refused by name."""
 
 import pytest
 
-from dreamerjax import configs as C
 from dreamerjax import envs
-from dreamerjax import train as train_lib
-from dreamerjax.config import Config
+from dreamerjax.config import keys as C
+from dreamerjax.config.defaults import Config
+from dreamerjax.run import loop as train_lib
 
 
 def test_compiled_suites_sections_and_defaults():

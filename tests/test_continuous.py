@@ -6,8 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from dreamerjax import checkpoint, driver, envs, records
-from dreamerjax.train import make_config, make_setup
+from dreamerjax import envs
+from dreamerjax.run import checkpoint, driver, records
+from dreamerjax.run.loop import make_config, make_setup
 
 
 @pytest.fixture(scope="module")

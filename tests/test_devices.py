@@ -14,8 +14,8 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     import jax
     import jax.numpy as jnp
-    from dreamerjax import driver, train
-    from dreamerjax.compare import ProtocolFields
+    from dreamerjax.run import driver, loop as train
+    from dreamerjax.tools.compare import ProtocolFields
 
     out = sys.argv[1]
     specs = lambda tree: sorted({json.dumps(list(x.sharding.spec)) for x in jax.tree.leaves(tree)})
@@ -138,7 +138,7 @@ def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
     port = _free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
-    argv = [sys.executable, "-m", "dreamerjax.cli", "train", "--tiny", "--seeds", "0", "1",
+    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", "--tiny", "--seeds", "0", "1",
             "--steps", "1088", "--eval-every", "1088", "--eval-episodes", "2",
             "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from dreamerjax import checkpoint, driver, records
-from dreamerjax.compare import ProtocolFields
-from dreamerjax.train import make_config, make_setup
+from dreamerjax.run import checkpoint, driver, records
+from dreamerjax.run.loop import make_config, make_setup
+from dreamerjax.tools.compare import ProtocolFields
 
 
 def _cfg(steps=1600, **kw):
@@ -175,7 +175,7 @@ def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
 
 
 def test_status_line_is_one_greppable_line():
-    from dreamerjax import agent
+    from dreamerjax.algo import agent
 
     train = {"vector_loss": 1.0, "reward_loss": 2.0, "cont_loss": 3.0, "dyn_loss": 4.0,
              "rep_loss": 5.0, "actor_loss": 100.0, "critic_loss": 200.0,
@@ -221,7 +221,7 @@ def test_open_loop_strip_of_image_keys(tmp_path):
     """Image keys: a PNG strip and a GIF of truth | prediction | error per sequence."""
     import imageio.v3 as iio
 
-    from dreamerjax import report
+    from dreamerjax.viz import report
 
     rng = np.random.default_rng(0)
     truth = rng.uniform(size=(8, 12, 16, 16, 3)).astype(np.float32)

@@ -365,7 +365,7 @@ def test_collector_step_envs_equals_vmapped_collector_step():
 
 
 def test_envs_command_lists_suites(capsys):
-    from dreamerjax import cli
+    from dreamerjax.tools import cli
     assert cli.main(["envs"]) == 0
     out = capsys.readouterr().out
     for name in ("gymnax", "craftax", "playground", "brax"):

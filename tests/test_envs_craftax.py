@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("craftax")
 
 from dreamerjax import envs  # noqa: E402
-from dreamerjax.envs import craftax as cx  # noqa: E402
+from dreamerjax.envs.compiled import craftax as cx  # noqa: E402
 
 SYMBOLIC = "craftax_Craftax-Classic-Symbolic-v1"
 

@@ -6,8 +6,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from dreamerjax import records
-from dreamerjax.records import episode_stats
+from dreamerjax.run import records
+from dreamerjax.run.records import episode_stats
 
 
 def _ep(seed, **stats):
@@ -69,8 +69,8 @@ def test_records_strict_json_and_tensorboard_tags():
 def test_craftax_run_records_the_success_rates_of_its_interval(tmp_path):
     if importlib.util.find_spec("craftax") is None:
         pytest.skip("craftax not installed")
-    from dreamerjax import driver
-    from dreamerjax.train import make_config
+    from dreamerjax.run import driver
+    from dreamerjax.run.loop import make_config
 
     cfg = make_config("craftax_Craftax-Classic-Symbolic-v1", tiny=True, steps=320,
                       eval_every=160, eval_episodes=1, num_envs=4, episode_limit=30)

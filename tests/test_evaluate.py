@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from _benchmarks import load
 
-from dreamerjax import agent as agent_lib
-from dreamerjax import train as train_lib
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.run import loop as train_lib
 
 EPISODES = 3
 

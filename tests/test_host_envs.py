@@ -12,8 +12,8 @@ import pytest
 gymnasium = pytest.importorskip("gymnasium")
 from gymnasium import spaces as gs  # noqa: E402
 
-from dreamerjax.envs import host  # noqa: E402
-from dreamerjax.envs.gym import GymEnv  # noqa: E402
+from dreamerjax.envs.host import base as host  # noqa: E402
+from dreamerjax.envs.host.gym import GymEnv  # noqa: E402
 
 
 class DictEnv(gymnasium.Env):

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from dreamerjax.envs import host
+from dreamerjax.envs.host import base as host
 
 # ----------------------------------------------------------------------------- Atari
 
@@ -38,7 +38,7 @@ def _expected_frame(frames, size, gray):
 
 def test_atari_pong_frames_pooled_and_resized():
     pytest.importorskip("ale_py")
-    from dreamerjax.envs.atari import AtariEnv
+    from dreamerjax.envs.host.atari import AtariEnv
     env = AtariEnv("pong", sticky=False, size=(64, 48))
     assert env.spec.obs_space == (("image", (64, 48, 1), "uint8"),)
     assert env.spec.num_actions == 18 and env.spec.episode_limit == 27000
@@ -108,7 +108,7 @@ def _first_action_delays(env, trials):
 
 def test_atari_sticky_actions_statistically():
     pytest.importorskip("ale_py")
-    from dreamerjax.envs.atari import AtariEnv
+    from dreamerjax.envs.host.atari import AtariEnv
     sticky = AtariEnv("pong", sticky=True)
     sticky.reset(seed=5)
     n = 1000
@@ -125,7 +125,7 @@ def test_atari_sticky_actions_statistically():
 
 def test_atari_lives():
     pytest.importorskip("ale_py")
-    from dreamerjax.envs.atari import AtariEnv
+    from dreamerjax.envs.host.atari import AtariEnv
     results = {}
     for lives in ("unused", "reset"):
         env = AtariEnv("breakout", sticky=False, lives=lives)
@@ -146,7 +146,7 @@ def test_atari_lives():
 
 def test_atari_noops_vary_the_reset_and_time_limit_is_a_truncation():
     pytest.importorskip("ale_py")
-    from dreamerjax.envs.atari import AtariEnv
+    from dreamerjax.envs.host.atari import AtariEnv
     env = AtariEnv("pong", sticky=False, noops=30, length=40)
     counts = []
     for s in range(8):  # a uniform number of NOOP frames in [0, 30] after each reset
@@ -170,7 +170,7 @@ def _dmc_with_images():
     (Mesa's EGL is a system package: .ci/run installs it)."""
     pytest.importorskip("dm_control")
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from dreamerjax.envs.dmc import DMCEnv
+    from dreamerjax.envs.host.dmc import DMCEnv
     env = DMCEnv("cartpole_swingup")
     try:
         env.physics.render(8, 8, camera_id=0)

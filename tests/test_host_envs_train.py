@@ -6,11 +6,11 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
-from dreamerjax import checkpoint as ckpt  # noqa: E402
-from dreamerjax import driver, records  # noqa: E402
-from dreamerjax.envs import host as host_lib  # noqa: E402
-from dreamerjax.envs.gym import register  # noqa: E402
-from dreamerjax.train import make_config, make_setup  # noqa: E402
+from dreamerjax.envs.host import base as host_lib  # noqa: E402
+from dreamerjax.envs.host.gym import register  # noqa: E402
+from dreamerjax.run import checkpoint as ckpt  # noqa: E402
+from dreamerjax.run import driver, records  # noqa: E402
+from dreamerjax.run.loop import make_config, make_setup  # noqa: E402
 
 
 def _cfg(env="gym_CartPole-v1", steps=1200, **kw):
@@ -150,7 +150,8 @@ def test_eval_video_of_a_host_env(cartpole_run, tmp_path, monkeypatch):
     corner."""
     import imageio.v3 as iio
 
-    from dreamerjax import cli, video
+    from dreamerjax.tools import cli
+    from dreamerjax.viz import video
 
     out, _ = cartpole_run
     seen = {}
@@ -177,7 +178,7 @@ def test_driver_parallel_flag_steps_in_worker_processes(tmp_path, monkeypatch):
     rows are those of the in-process run; the flag may change on --resume."""
     import json
 
-    from dreamerjax import cli
+    from dreamerjax.tools import cli
 
     made = []
     vector = host_lib.HostVector

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamerjax import cli, merge, summary
-from dreamerjax.records import read_jsonl
+from dreamerjax.run.records import read_jsonl
+from dreamerjax.tools import cli, merge, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 PENDULUM = ROOT / "results" / "pendulum"
@@ -97,7 +97,7 @@ def test_cli_merges_and_names_bad_input_in_one_line(tmp_path, capsys):
 def test_compare_on_the_protocol_run_split_by_seed_and_merged(tmp_path):
     """The committed CartPole protocol run, one run per seed, merged: compare passes its
     input checks and writes the same summary.json (A, S1 and S2 per seed)."""
-    from dreamerjax.compare import compare_main
+    from dreamerjax.tools.compare import compare_main
 
     protocol = ROOT / "results" / "cartpole_protocol"
     runs = [_split(protocol, tmp_path / f"s{s}", (s,)) for s in (0, 1, 2)]

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import nets
+from dreamerjax.algo import nets
 
 DN = ("NHWC", "HWIO", "NHWC")
 

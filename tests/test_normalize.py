@@ -1,4 +1,4 @@
-"""Percentile return normaliser (dreamerjax.normalize)."""
+"""Percentile return normaliser (dreamerjax.algo.normalize)."""
 
 from pathlib import Path
 
@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dreamerjax import normalize
-from dreamerjax.config import RetNormConfig
-from dreamerjax.parity import fixtures
+from dreamerjax.algo import normalize
+from dreamerjax.config.defaults import RetNormConfig
+from dreamerjax.tools.parity import fixtures
 
 REF = Path(__file__).parent / "data" / "reference"
 

@@ -1,4 +1,4 @@
-"""Hand-worked cases for the numerical building blocks (dreamerjax.numerics)."""
+"""Hand-worked cases for the numerical building blocks (dreamerjax.algo.numerics)."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import numerics as nm
+from dreamerjax.algo import numerics as nm
 
 REF = Path(__file__).parent / "data" / "reference"
 SMALL_BINS = jnp.array([-2.0, -1.0, 0.0, 1.0, 2.0], jnp.float32)

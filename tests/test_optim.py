@@ -1,4 +1,4 @@
-"""The reference optimiser chain (dreamerjax.optim): warmup, AGC, moments, slow critic."""
+"""The reference optimiser chain (dreamerjax.algo.optim): warmup, AGC, moments, slow critic."""
 
 from pathlib import Path
 
@@ -8,9 +8,9 @@ import numpy as np
 import optax
 import pytest
 
-from dreamerjax import optim
-from dreamerjax.config import OptConfig
-from dreamerjax.parity import fixtures
+from dreamerjax.algo import optim
+from dreamerjax.config.defaults import OptConfig
+from dreamerjax.tools.parity import fixtures
 
 REF = Path(__file__).parent / "data" / "reference"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamerjax.parity import fixtures, main_parity, register, run_parity
-from dreamerjax.parity.fixtures import Row
+from dreamerjax.tools.parity import fixtures, main_parity, register, run_parity
+from dreamerjax.tools.parity.fixtures import Row
 
 REF = Path(__file__).parent / "data" / "reference"
 AE = ("twohot.npz", "symlog_symexp.npz", "retnorm.npz", "lambda_returns.npz", "optimizer.npz")

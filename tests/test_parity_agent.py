@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamerjax.parity import fixtures
+from dreamerjax.tools.parity import fixtures
 
 REF = Path(__file__).parent / "data" / "reference"
 AGENT = ("wm_loss.npz", "ac_loss.npz", "ac_loss_centered.npz", "update.npz",

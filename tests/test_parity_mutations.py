@@ -9,8 +9,8 @@ from pathlib import Path
 import jax
 import pytest
 
-from dreamerjax import agent as agent_lib
-from dreamerjax.parity import agent_checks
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.tools.parity import agent_checks
 
 REF = str(Path(__file__).parent / "data" / "reference")
 rep = dataclasses.replace
@@ -81,7 +81,7 @@ def test_twohot_rounding_bound_covers_both_summation_orders():
     on logits that put mass on the outer bins, as the perturbed fixtures do."""
     import numpy as np
 
-    from dreamerjax import numerics as nm
+    from dreamerjax.algo import numerics as nm
 
     d = np.load(Path(REF) / "twohot.npz")
     bins = nm.twohot_bins(255)

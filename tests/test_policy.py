@@ -9,17 +9,17 @@ import jax
 import numpy as np
 import pytest
 
-from dreamerjax import configs
 from dreamerjax import envs as envs_lib
-from dreamerjax import train as train_lib
-from dreamerjax.policy import FORMAT, PolicyError, export, load_policy
+from dreamerjax.config import keys as configs
+from dreamerjax.run import loop as train_lib
+from dreamerjax.run.policy import FORMAT, PolicyError, export, load_policy
 
 SEEDS = (0, 3)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from dreamerjax import driver
+    from dreamerjax.run import driver
 
     out = tmp_path_factory.mktemp("run") / "tiny"
     # Short sequences so that the replay gate opens early and the run makes updates.
@@ -51,7 +51,7 @@ def _play(policy, spec, spaces, key, episodes: int, mode: str):
 
 @pytest.mark.parametrize("mode", ["sample", "mode"])
 def test_policy_matches_the_evaluation_path(run_dir, mode):
-    from dreamerjax import checkpoint as ckpt
+    from dreamerjax.run import checkpoint as ckpt
 
     seed = SEEDS[1]
     policy = load_policy(run_dir, seed=seed)
@@ -78,7 +78,8 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
     """`dreamerjax eval` (driver.evaluate_run, params read alone) and load_policy's act
     give the same returns for the same keys: fold_in(PRNGKey(seed), EVAL_KEY_OFFSET +
     10**6)."""
-    from dreamerjax import cli, driver
+    from dreamerjax.run import driver
+    from dreamerjax.tools import cli
 
     assert cli.main(["eval", str(run_dir), "--episodes", "2", "--mode", mode]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
@@ -93,7 +94,7 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
 
 
 def _abstract_state(setup):
-    from dreamerjax import driver
+    from dreamerjax.run import driver
 
     trainer = driver.Trainer(setup, SEEDS)
     return trainer.abstract_state()
@@ -194,7 +195,7 @@ def test_bad_run_sources(run_dir, tmp_path):
 
 def test_export_command_and_package_entry_point(run_dir, tmp_path, capsys):
     import dreamerjax
-    from dreamerjax import cli
+    from dreamerjax.tools import cli
 
     out = tmp_path / "cli.npz"
     assert cli.main(["export", str(run_dir), "--seed", "3", "--out", str(out)]) == 0
@@ -209,7 +210,7 @@ def test_export_command_and_package_entry_point(run_dir, tmp_path, capsys):
 def test_a_damaged_latest_checkpoint_is_skipped_with_a_warning(run_dir, tmp_path, capsys):
     """load_policy verifies what it reads (the sha256 manifest): a byte flipped in the
     newest checkpoint makes it load the previous one, warned, and leave the files alone."""
-    from dreamerjax import checkpoint as ckpt
+    from dreamerjax.run import checkpoint as ckpt
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamerjax import precompile
+from dreamerjax.run import precompile
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--tiny", "--steps", "512", "--eval-every", "256", "--num-envs", "4",
@@ -28,7 +28,7 @@ def test_wanted_follows_the_cache_flag_and_the_variable(monkeypatch):
 
 
 def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
-    from dreamerjax import host_driver
+    from dreamerjax.run import host_trainer as host_driver
 
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
@@ -48,7 +48,7 @@ def test_seaborn_is_deferred_until_used():
     """gymnax imports seaborn (and so scipy.stats, pandas) for Pong's render only:
     envs/deferred.py loads it on the first attribute read, as the real module."""
     code = ("import sys\n"
-            "from dreamerjax.envs import gymnax as g\n"
+            "from dreamerjax.envs.compiled import gymnax as g\n"
             "g.make('CartPole-v1')\n"
             "assert 'scipy' not in sys.modules and 'pandas' not in sys.modules\n"
             "import seaborn\n"
@@ -70,7 +70,7 @@ def on(e, d, **kw):
         events.append({"fun": kw.get("fun_name"), "s": d, "hit": bool(hits)})
         hits.clear()
 jax.monitoring.register_event_duration_secs_listener(on)
-from dreamerjax import cli
+from dreamerjax.tools import cli
 code = cli.main(sys.argv[1:])
 print("COMPILES " + json.dumps(events))
 sys.exit(code)

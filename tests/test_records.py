@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from dreamerjax import metric_window, records
-from dreamerjax.plots import plot_curves, plot_run
-from dreamerjax.records import RunWriter, record_row
+from dreamerjax.data import metric_window
+from dreamerjax.run import records
+from dreamerjax.run.records import RunWriter, record_row
+from dreamerjax.viz.plots import plot_curves, plot_run
 
 SCHEMA_KEYS = {"seed", "rows", "updates", "eval_mean", "eval_len_mean", "eval_returns",
                "eval_lengths", "train_return", "train", "retnorm", "wall_s"}

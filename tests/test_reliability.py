@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamerjax import checkpoint, records, runlock, testhooks
+from dreamerjax.run import checkpoint, records, testhooks
+from dreamerjax.run import lock as runlock
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ["--tiny", "--steps", "1200", "--eval-every", "400", "--num-envs", "16",
@@ -65,7 +66,7 @@ STORY = [
 INJECT = {
     "enospc_records": """
 import errno, os
-from dreamerjax import records
+from dreamerjax.run import records
 real = records._fsync_append
 def full(path, lines, hook=None):
     if path.name == records.RECORDS_FILE and '"rows": 800' in lines[0]:
@@ -90,7 +91,7 @@ ocp.JsonCheckpointHandler.async_save = slow
 """,
     "nan": """
 import numpy as np
-from dreamerjax import driver
+from dreamerjax.run import driver
 real = driver._check_finite
 def poisoned(bad, seeds, rows, out):
     if rows == 800:
@@ -157,7 +158,7 @@ def _env(cache: Path, pause: str = "") -> dict:
 
 def _quick(argv, cache) -> subprocess.CompletedProcess:
     """A CLI call expected to be refused before anything is built."""
-    return subprocess.run([sys.executable, "-m", "dreamerjax.cli", "train", *argv],
+    return subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "train", *argv],
                           cwd=ROOT, env=_env(cache), capture_output=True, text=True,
                           timeout=120)
 
@@ -262,7 +263,8 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
 def test_final_state_is_bitwise_equal(story):
     import jax
 
-    from dreamerjax import driver, train
+    from dreamerjax.run import driver
+    from dreamerjax.run import loop as train
 
     config, seeds = records.read_run_config(story["whole"])
     assert checkpoint.latest(story["whole"])[0] == checkpoint.latest(story["run"])[0] == 2

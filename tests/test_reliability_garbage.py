@@ -18,8 +18,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dreamerjax import cli  # noqa: E402
-from dreamerjax.config import SIZES  # noqa: E402
+from dreamerjax.config.defaults import SIZES  # noqa: E402
+from dreamerjax.tools import cli  # noqa: E402
 
 BIG = 10**40
 
@@ -79,15 +79,15 @@ BOOLS = ("--tiny", "--no-compile-cache", "--distributed")
 @contextlib.contextmanager
 def _no_driver():
     """The driver (JAX's compiled programs) must not be imported by a refused command."""
-    saved = sys.modules.get("dreamerjax.driver")
-    sys.modules["dreamerjax.driver"] = None
+    saved = sys.modules.get("dreamerjax.run.driver")
+    sys.modules["dreamerjax.run.driver"] = None
     try:
         yield
     finally:
         if saved is None:
-            sys.modules.pop("dreamerjax.driver", None)
+            sys.modules.pop("dreamerjax.run.driver", None)
         else:
-            sys.modules["dreamerjax.driver"] = saved
+            sys.modules["dreamerjax.run.driver"] = saved
 
 
 def _tree(root: Path) -> list[tuple[str, int, float]]:

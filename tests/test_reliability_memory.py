@@ -10,9 +10,10 @@ import sys
 import jax
 import pytest
 
-from dreamerjax import cli, memory
-from dreamerjax import train as train_lib
-from dreamerjax.train import make_config
+from dreamerjax.run import loop as train_lib
+from dreamerjax.run import memory
+from dreamerjax.run.loop import make_config
+from dreamerjax.tools import cli
 
 
 def _setup(**run):
@@ -43,7 +44,7 @@ def _too_big_capacity(setup) -> int:
 
 
 def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
-    from dreamerjax import driver
+    from dreamerjax.run import driver
 
     setup = _setup()
     config = make_config("CartPole-v1", tiny=True, steps=1200, eval_every=400,
@@ -65,7 +66,7 @@ def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
 
 def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, capsys):
     rows = _too_big_capacity(_setup())
-    monkeypatch.setitem(sys.modules, "dreamerjax.driver", None)
+    monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
     code = cli.main(["train", "--out", str(tmp_path / "run"), "--tiny", "--steps", "1200",
                      "--eval-every", "400", "--set", f"run.replay_capacity={rows}"])
     err = capsys.readouterr().err.strip()

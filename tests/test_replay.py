@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import replay as rp
+from dreamerjax.data import replay as rp
 
 D, S = 3, 2
 

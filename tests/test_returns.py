@@ -1,12 +1,12 @@
-"""Lambda returns (dreamerjax.returns), worked out by hand and against the reference."""
+"""Lambda returns (dreamerjax.algo.returns), worked out by hand and against the reference."""
 
 from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
-from dreamerjax import returns
-from dreamerjax.parity import fixtures
+from dreamerjax.algo import returns
+from dreamerjax.tools.parity import fixtures
 
 REF = Path(__file__).parent / "data" / "reference"
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dreamerjax import schedule as sch
+from dreamerjax.data import schedule as sch
 
 
 def _protocol():

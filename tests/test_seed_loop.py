@@ -7,8 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from dreamerjax import bench, driver
-from dreamerjax import train as train_lib
+from dreamerjax.run import driver
+from dreamerjax.run import loop as train_lib
+from dreamerjax.tools import bench
 
 # MinAtar's 10 x 10 frames with the two-stage CNN its geometry needs (as tests/test_bench).
 IMAGE_SETS = ("task=gymnax_Breakout-MinAtar", "enc.simple.mults=[1,2]",

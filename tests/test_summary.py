@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamerjax import cli, summary
-from dreamerjax.records import record_row
+from dreamerjax.run.records import record_row
+from dreamerjax.tools import cli, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 

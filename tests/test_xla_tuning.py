@@ -1,4 +1,4 @@
-from dreamerjax import xla_tuning as xt
+from dreamerjax.run import xla_tuning as xt
 
 
 def test_added_for_checked_jaxlib():

@@ -23,13 +23,13 @@ import _serve  # noqa: E402
 
 
 def build(num_seeds: int):
-    from dreamerjax import xla_tuning
+    from dreamerjax.run import xla_tuning
     xla_tuning.apply()  # as `dreamerjax bench` and the command line do, before JAX starts
     import jax
     import numpy as np
 
     jax.config.update("jax_enable_compilation_cache", False)
-    from dreamerjax import bench
+    from dreamerjax.tools import bench
 
     setup = bench.make_setup(False)
     compiled, secs = bench.compile_update(setup, num_seeds)
@@ -47,7 +47,7 @@ def build(num_seeds: int):
         return {"matmul_peak_flops_per_s": bench.matmul_peak(), "matmul_n": bench.MATMUL_N}
 
     import dreamerjax
-    from dreamerjax import train
+    from dreamerjax.run import loop as train
     run = setup.run
     info = {
         "program": "dreamerjax", "seeds": num_seeds, "jax": jax.__version__,

@@ -5,7 +5,6 @@ envs/core.py holds the row contract and the collector; one module per suite buil
 extra). `make_env("gymnax_CartPole-v1")`, `make_env("CartPole-v1")` (a bare gymnax id).
 """
 
-from dreamerjax.envs import host  # noqa: F401 - registers the host suites (gym, atari, ...)
 from dreamerjax.envs.core import (
     CollectorState,
     EnvSpec,
@@ -24,6 +23,7 @@ from dreamerjax.envs.core import (
     suite_options,
     to_env_action,
 )
+from dreamerjax.envs.host import base as host  # noqa: F401 - registers the host suites (gym, atari, ...)
 from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, parse_env_id, register
 
 __all__ = [

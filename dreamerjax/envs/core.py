@@ -172,7 +172,7 @@ def spaces_of(spec: EnvSpec, enc_spaces: str = ".*", dec_spaces: str = ".*"):
     """The agent's Spaces of this env (with the reference's enc/dec.spaces regexes), in
     the dtypes its rows carry: the stored ones (uint8 images) for a dict_obs spec, the
     single key as float32 otherwise."""
-    from dreamerjax import agent as agent_lib
+    from dreamerjax.algo import agent as agent_lib
     n = spec.num_actions if spec.discrete else spec.action_dims
     obs = spec.obs_space
     if not spec.dict_obs:

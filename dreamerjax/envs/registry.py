@@ -74,20 +74,20 @@ def register(suite: Suite) -> Suite:
 
 
 register(Suite(
-    "gymnax", "dreamerjax.envs.gymnax", ("gymnax",),
+    "gymnax", "dreamerjax.envs.compiled.gymnax", ("gymnax",),
     about="classic control, MinAtar, bsuite and misc envs in JAX",
     example="gymnax_CartPole-v1"))
 register(Suite(
-    "craftax", "dreamerjax.envs.craftax", ("craftax",), extra="craftax",
+    "craftax", "dreamerjax.envs.compiled.craftax", ("craftax",), extra="craftax",
     about="Crafter (Classic) and Craftax in JAX; symbolic vectors or pixels",
     example="craftax_Craftax-Classic-Symbolic-v1"))
 register(Suite(
-    "playground", "dreamerjax.envs.playground", ("mujoco_playground", "mujoco"),
+    "playground", "dreamerjax.envs.compiled.playground", ("mujoco_playground", "mujoco"),
     extra="playground",
     about="MuJoCo Playground's DeepMind Control Suite on MJX (proprioceptive)",
     example="playground_CartpoleBalance"))
 register(Suite(
-    "brax", "dreamerjax.envs.brax", ("brax",), extra="brax",
+    "brax", "dreamerjax.envs.compiled.brax", ("brax",), extra="brax",
     about="Brax locomotion envs (ant, halfcheetah, hopper, ...)",
     example="brax_ant"))
 

@@ -1,0 +1,718 @@
+"""The DreamerV3 agent as pure functions: init, policy step, loss and one update.
+
+Follows agent.py @29eb964 (Agent.policy :129-164, Agent.train :166-223, Agent.loss :225-399).
+Everything is jittable and vmappable over a leading seed axis; no globals, no host callbacks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dreamerjax.algo import nets
+from dreamerjax.algo import numerics as nm
+from dreamerjax.algo.normalize import RetNormState, retnorm_init, retnorm_stats, retnorm_update
+from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
+from dreamerjax.algo.returns import imagined_returns, replay_return
+from dreamerjax.config.defaults import AgentConfig
+
+sg = jax.lax.stop_gradient
+f32 = jnp.float32
+
+MODULES = ("enc", "dyn", "dec", "rew", "con", "actor", "critic")
+
+
+# Data keys that are not observations the encoder or decoder may see (agent.py:36-43).
+RESERVED_KEYS = ("action", "reward", "is_first", "is_last", "is_terminal", "cont",
+                 "deter", "stoch", "stepid", "reset")
+OBS_DTYPES = ("float32", "uint8")
+
+
+@dataclasses.dataclass(frozen=True)
+class Spaces:
+    """What the agent sees and does.
+
+    obs: named observation entries `(name, shape, dtype_str)` in the environment's key
+    order: rank-1 float32 vectors (D,) and rank-3 images (H, W, C), uint8 (divided by 255
+    in `preprocess`, agent.py:462-473) or float32 (used as they are). Actions are either
+    `act_discrete` with `act_dim` classes (int32 index) or continuous in [-1, 1]^act_dim.
+    enc_spaces / dec_spaces: the reference's `enc.spaces` / `dec.spaces` regexes
+    (configs.yaml:115,119; agent.py:36-43): the keys that `re.match` them are encoded /
+    decoded. Hashable, so it can be a static argument of jit.
+    """
+
+    obs: tuple[tuple[str, tuple[int, ...], str], ...]
+    act_discrete: bool
+    act_dim: int
+    enc_spaces: str = ".*"
+    dec_spaces: str = ".*"
+
+    def __post_init__(self):
+        obs = tuple((str(n), tuple(int(d) for d in s), str(t)) for n, s, t in self.obs)
+        object.__setattr__(self, "obs", obs)
+        if not obs:
+            raise ValueError("Spaces.obs is empty: the agent needs at least one observation key")
+        names = [n for n, _, _ in obs]
+        for name, shape, dtype in obs:
+            _check_obs_entry(name, shape, dtype)
+            if names.count(name) > 1:
+                raise ValueError(f"observation key {name!r} appears twice in Spaces.obs")
+        if self.act_dim < 1 or (self.act_discrete and self.act_dim < 2):
+            raise ValueError(
+                f"Unsupported action space (discrete={self.act_discrete}, dim={self.act_dim}): "
+                "need a discrete space with >= 2 actions or a continuous box with >= 1 dims.")
+        for flag in ("enc_spaces", "dec_spaces"):
+            pattern = getattr(self, flag)
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{flag} {pattern!r} is not a regular expression: {exc}") from None
+        if not self.enc_keys:
+            raise ValueError(f"enc_spaces {self.enc_spaces!r} matches none of the observation "
+                             f"keys {names}")
+        _same_resolution(self.enc_image_keys, self.obs_dict(), "enc_spaces")
+        _same_resolution(self.dec_image_keys, self.obs_dict(), "dec_spaces")
+
+    @classmethod
+    def vector(cls, dim: int, act_discrete: bool, act_dim: int, name: str = "vector"):
+        """One float32 vector observation, e.g. CartPole: Spaces.vector(4, True, 2)."""
+        return cls(((name, (int(dim),), "float32"),), act_discrete, act_dim)
+
+    def obs_dict(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """{name: (shape, numpy dtype)} in key order."""
+        return {n: (s, np.dtype(t)) for n, s, t in self.obs}
+
+    @property
+    def obs_keys(self) -> tuple[str, ...]:
+        return tuple(n for n, _, _ in self.obs)
+
+    def _match(self, pattern: str, rank: int | None = None) -> tuple[str, ...]:
+        return tuple(n for n, s, _ in self.obs
+                     if re.match(pattern, n) and (rank is None or len(s) == rank))
+
+    @property
+    def enc_keys(self) -> tuple[str, ...]:
+        return self._match(self.enc_spaces)
+
+    @property
+    def enc_vector_keys(self) -> tuple[str, ...]:
+        return self._match(self.enc_spaces, 1)
+
+    @property
+    def enc_image_keys(self) -> tuple[str, ...]:
+        return self._match(self.enc_spaces, 3)
+
+    @property
+    def dec_vector_keys(self) -> tuple[str, ...]:
+        return self._match(self.dec_spaces, 1)
+
+    @property
+    def dec_image_keys(self) -> tuple[str, ...]:
+        return self._match(self.dec_spaces, 3)
+
+    @property
+    def dec_keys(self) -> tuple[str, ...]:
+        """Decoder outputs in the reference's order: vectors, then images (nets.py:311-369);
+        each names its loss term."""
+        return self.dec_vector_keys + self.dec_image_keys
+
+    def obs_specs(self, batch_shape: tuple[int, ...] = ()) -> dict:
+        """{name: ShapeDtypeStruct [*batch_shape, *shape]} in the stored dtype."""
+        return {n: jax.ShapeDtypeStruct((*batch_shape, *s), np.dtype(t))
+                for n, s, t in self.obs}
+
+    def obs_zeros(self, batch_shape: tuple[int, ...] = ()) -> dict:
+        """{name: zeros [*batch_shape, *shape]} in the stored dtype."""
+        return {n: jnp.zeros((*batch_shape, *s), np.dtype(t)) for n, s, t in self.obs}
+
+
+def _check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:
+    if not name or "/" in name:
+        raise ValueError(f"observation key {name!r}: a name without '/' is required")
+    if name in RESERVED_KEYS:
+        raise ValueError(f"observation key {name!r} is reserved for the replay row")
+    if len(shape) not in (1, 3) or any(d < 1 for d in shape):
+        raise ValueError(
+            f"observation key {name!r} has shape {shape}: dreamerjax handles vectors (D,) "
+            "with the MLP encoder and images (H, W, C) with the CNN encoder")
+    if dtype not in OBS_DTYPES:
+        raise ValueError(f"observation key {name!r} has dtype {dtype}: use one of "
+                         f"{', '.join(OBS_DTYPES)}")
+    if len(shape) == 1 and dtype != "float32":
+        raise ValueError(f"observation key {name!r}: vectors must be float32, got {dtype}")
+
+
+def _same_resolution(keys, obs: dict, flag: str) -> None:
+    """Images enter the CNN concatenated along channels (nets.py Input, featdims 3)."""
+    res = {k: obs[k][0][:2] for k in keys}
+    if len(set(res.values())) > 1:
+        raise ValueError(f"{flag}: image keys {res} must share one height and width")
+
+
+def compute_dtype(cfg: AgentConfig):
+    """The activations' JAX dtype (jax.compute_dtype)."""
+    return nm.compute_dtype(cfg.compute_dtype)
+
+
+def preprocess(spaces: Spaces, obs: dict, dtype=f32) -> dict:
+    """Stored observations -> network inputs: uint8 images cast to `dtype` (the compute
+    dtype) and divided by 255 in it (Agent.preprocess, agent.py:469-470), everything else
+    cast to float32. {name: [..., *shape]}."""
+    out = {}
+    for name, (_, stored) in spaces.obs_dict().items():
+        x = obs[name]
+        out[name] = x.astype(dtype) / 255.0 if stored == np.uint8 else x.astype(f32)
+    return out
+
+
+@flax.struct.dataclass
+class AgentState:
+    """All learner state of one seed."""
+
+    params: dict  # {enc, dyn, dec, rew, con, actor, critic}
+    slow: dict  # slow critic, same layout as params['critic']
+    opt_state: optax.OptState
+    retnorm: RetNormState
+    step: jnp.ndarray  # optimiser steps taken (reference opt/step)
+    updates: jnp.ndarray  # slow-updater counter (reference updater/updates)
+
+
+# ----------------------------------------------------------------------------- init
+
+
+def _feat_dim(cfg: AgentConfig) -> int:
+    return cfg.rssm.deter + cfg.rssm.stoch * cfg.rssm.classes
+
+
+def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
+    ks = jax.random.split(key, 7)
+    fdim = _feat_dim(cfg)
+    enc, edim = nets.init_encoder(ks[0], cfg, spaces)
+    actor = nets.init_mlp(ks[5], fdim, cfg.actor.units, cfg.actor.layers, "h")
+    ka, kb = jax.random.split(ks[6])
+    actor["action"] = {"out": nets.init_linear(ka, cfg.actor.units, spaces.act_dim,
+                                               cfg.actor.outscale)}
+    if not spaces.act_discrete:
+        actor["action"]["std"] = nets.init_linear(kb, cfg.actor.units, spaces.act_dim,
+                                                  cfg.actor.outscale)
+    kc = jax.random.fold_in(ks[6], 1)
+    return {
+        "enc": enc,
+        "dyn": nets.init_rssm(ks[1], cfg.rssm, edim, spaces.act_dim),
+        "dec": nets.init_decoder(ks[2], cfg, spaces),
+        "rew": nets.init_head(ks[3], fdim, cfg.rewhead.units, cfg.rewhead.layers,
+                              nets.twohot_width(cfg.rewhead.bins), cfg.rewhead.outscale),
+        "con": nets.init_head(ks[4], fdim, cfg.conhead.units, cfg.conhead.layers, 1,
+                              cfg.conhead.outscale),
+        "actor": actor,
+        "critic": nets.init_head(kc, fdim, cfg.critic.units, cfg.critic.layers,
+                                 nets.twohot_width(cfg.critic.bins), cfg.critic.outscale),
+    }
+
+
+def optimizer(cfg: AgentConfig) -> optax.GradientTransformation:
+    return make_optimizer(cfg.opt)
+
+
+def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
+    """Fresh learner state. The slow critic starts as its own draw and is overwritten by a
+    copy of the critic at the first update (jaxutils.py:749-751)."""
+    k1, k2 = jax.random.split(key)
+    params = init_params(k1, cfg, spaces)
+    slow = init_params(k2, cfg, spaces)["critic"]
+    return AgentState(
+        params=params,
+        slow=slow,
+        opt_state=optimizer(cfg).init(params),
+        retnorm=retnorm_init(),
+        step=jnp.zeros((), jnp.int32),
+        updates=jnp.zeros((), jnp.int32),
+    )
+
+
+def batch_specs(cfg: AgentConfig, spaces: Spaces, batch: int, length: int) -> dict:
+    """ShapeDtypeStructs of one replay batch [B, L] as `update` takes it: obs {name:
+    [B, L, *shape]} in the stored dtype, action [B, L] int32 | [B, L, A] f32, reward,
+    is_first / is_last / is_terminal, and the context latents deter [B, L, D] f32, stoch
+    [B, L, S] int32."""
+    sd = jax.ShapeDtypeStruct
+    B, L = batch, length
+    act = (sd((B, L), jnp.int32) if spaces.act_discrete else sd((B, L, spaces.act_dim), f32))
+    return {
+        "obs": spaces.obs_specs((B, L)), "action": act,
+        "reward": sd((B, L), f32), "is_first": sd((B, L), bool),
+        "is_last": sd((B, L), bool), "is_terminal": sd((B, L), bool),
+        "deter": sd((B, L, cfg.rssm.deter), f32),
+        "stoch": sd((B, L, cfg.rssm.stoch), jnp.int32),
+    }
+
+
+# ----------------------------------------------------------------------------- actor
+
+
+def actor_out(p: dict, cfg: AgentConfig, spaces: Spaces, x):
+    """Actor distribution parameters on features x [..., F]: discrete -> unimix logits
+    [..., A]; continuous -> (mean, std) [..., A] (nets.py:490-535). The layers compute in
+    the compute dtype, the distribution in float32 (nets.py:442,448)."""
+    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h")
+    out = nm.cast(nets.linear(p["action"]["out"], h), f32)
+    if spaces.act_discrete:
+        return nm.unimix_logits(out, cfg.actor_unimix)
+    std = nm.cast(nets.linear(p["action"]["std"], h), f32)
+    return nm.normal_params(out, std, cfg.actor_minstd, cfg.actor_maxstd)
+
+
+def actor_sample(dist, spaces: Spaces, key, mode: bool):
+    """One-hot [.., A] (straight-through) for discrete, a float vector for continuous;
+    `mode` takes the argmax / the mean."""
+    if spaces.act_discrete:
+        return nm.onehot_mode(dist) if mode else nm.onehot_sample(key, dist)
+    mean, std = dist
+    return mean if mode else nm.normal_sample(key, mean, std)
+
+
+def actor_log_prob(dist, spaces: Spaces, act):
+    if spaces.act_discrete:
+        return nm.onehot_log_prob(dist, act)
+    return nm.normal_log_prob(dist[0], dist[1], act)
+
+
+def actor_entropy(dist, spaces: Spaces):
+    if spaces.act_discrete:
+        return nm.onehot_entropy(dist)
+    return nm.normal_entropy(dist[1])
+
+
+def actor_entropy_range(cfg: AgentConfig, spaces: Spaces) -> tuple[float, float]:
+    """(minent, maxent) used to normalise the entropy into rand/action (nets.py:495-533)."""
+    if spaces.act_discrete:
+        return 0.0, float(np.log(spaces.act_dim))
+    return nm.normal_minmax_entropy(spaces.act_dim, cfg.actor_minstd, cfg.actor_maxstd)
+
+
+def embed_action(action, spaces: Spaces):
+    """Stored action (int32 index or float vector) -> RSSM input [..., A]."""
+    if spaces.act_discrete:
+        return jax.nn.one_hot(action, spaces.act_dim, dtype=f32)
+    return action.astype(f32)
+
+
+# ----------------------------------------------------------------------------- policy
+
+
+def policy_initial(cfg: AgentConfig, spaces: Spaces, batch: int) -> dict:
+    """Zero latent and zero previous action (agent.py:114-118)."""
+    carry = nets.rssm_initial(cfg.rssm, batch)
+    if spaces.act_discrete:
+        carry["action"] = jnp.zeros((batch,), jnp.int32)
+    else:
+        carry["action"] = jnp.zeros((batch, spaces.act_dim), f32)
+    return carry
+
+
+def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_first, key,
+           mode: bool = False):
+    """One acting step on a batch of envs (agent.py:129-164).
+
+    obs {name: [B, *shape]} in the stored dtype, is_first [B] -> (action [B] int32 |
+    [B, A], new carry, latent {deter [B, D], stoch [B, S] int32} to store with the row for
+    replay context). The carry keeps its own dtype (float32 holds every bfloat16 value) and
+    the stored deter is float32 (agent.py:108-109).
+    """
+    k1, k2 = jax.random.split(key)
+    embed = nets.encode(params["enc"], cfg, spaces, preprocess(spaces, obs, compute_dtype(cfg)))
+    prevact = embed_action(carry["action"], spaces)
+    lat = {"deter": carry["deter"], "stoch": carry["stoch"]}
+    lat, out = nets.obs_step(params["dyn"], cfg.rssm, lat, prevact, embed, is_first, k1, mode)
+    dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
+    act = actor_sample(dist, spaces, k2, mode)
+    if spaces.act_discrete:
+        act = jnp.argmax(act, -1).astype(jnp.int32)
+    new_carry = {"deter": nm.cast(lat["deter"], carry["deter"].dtype),
+                 "stoch": nm.cast(lat["stoch"], carry["stoch"].dtype), "action": act}
+    latent = {"deter": nm.cast(out["deter"], f32),
+              "stoch": jnp.argmax(out["stoch"], -1).astype(jnp.int32)}
+    return act, new_carry, latent
+
+
+# ----------------------------------------------------------------------------- heads
+
+
+def reward_bins(cfg: AgentConfig):
+    """The reward head's two-hot bins (its own HeadConfig.bins)."""
+    return nm.twohot_bins(cfg.rewhead.bins)
+
+
+def critic_bins(cfg: AgentConfig):
+    """The critic's and the slow critic's two-hot bins."""
+    return nm.twohot_bins(cfg.critic.bins)
+
+
+def twohot_expectation(cfg: AgentConfig, logits, bins):
+    """Expectation of a two-hot head in the configured summation (numerics.TWOHOT_MEANS)."""
+    return nm.TWOHOT_MEANS[cfg.twohot_mean](logits, bins)
+
+
+def reward_logits(p, cfg: AgentConfig, x):
+    return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins, compute_dtype(cfg))
+
+
+def critic_logits(p, cfg: AgentConfig, x):
+    """Critic or slow critic (same layout) logits on features x [..., F] -> [..., K]."""
+    return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins, compute_dtype(cfg))
+
+
+def cont_logit(p, cfg: AgentConfig, x):
+    return nets.head(p, x, cfg.conhead.layers, compute_dtype(cfg))[..., 0]
+
+
+def _balance_stats(pred_mean, loss, target, thres):
+    """Reference jaxutils.balance_stats (:282-298); NaN where a class is absent."""
+    pos = (target > thres).astype(f32)
+    neg = (target <= thres).astype(f32)
+    pred = (pred_mean > thres).astype(f32)
+    return {
+        "pos_loss": (loss * pos).sum() / pos.sum(),
+        "neg_loss": (loss * neg).sum() / neg.sum(),
+        "pos_acc": (pred * pos).sum() / pos.sum(),
+        "neg_acc": ((1 - pred) * neg).sum() / neg.sum(),
+        "rate": pos.mean(),
+        "avg": target.mean(),
+        "pred": pred_mean.mean(),
+    }
+
+
+# ----------------------------------------------------------------------------- world model
+
+
+def decoder_losses(spaces: Spaces, dec: dict, obs: dict) -> dict:
+    """-log p of each decoded key, [B, T] each, named by the key: vectors symlog-MSE with
+    the 1e-8 tolerance (TransformedMseDist, jaxutils.py:179-207), images MSE against the
+    preprocessed image (MSEDist, jaxutils.py:124-148), both summed over the key's dims, in
+    float32 (agent.py:241 casts the targets, nets.py:367,442 the predictions)."""
+    losses = {}
+    for name in spaces.dec_vector_keys:
+        dist = (dec[name] - nm.symlog(obs[name])) ** 2
+        losses[name] = jnp.where(dist < 1e-8, 0.0, dist).sum(-1)
+    for name in spaces.dec_image_keys:
+        losses[name] = ((dec[name] - nm.cast(obs[name], f32)) ** 2).sum((-3, -2, -1))
+    return losses
+
+
+def world_model(params, cfg: AgentConfig, spaces: Spaces, data: dict, carry: dict, key):
+    """World-model half of Agent.loss (agent.py:229-249): observe the rows, decode, predict
+    reward and continuation, KL terms. Needs only params enc, dyn, dec, rew, con.
+
+    Returns dict(losses {<decoder keys>, reward, cont, dyn, rep} each [B, T] unscaled, post
+    {deter, stoch, logit} [B, T, ...], newlat, embed [B, T, E], feat, prevacts [B, T, A],
+    dec {key: prediction in symlog / pixel space}, rew_logits [B, T, K], con_logit [B, T],
+    metrics).
+    """
+    obs = preprocess(spaces, data["obs"], compute_dtype(cfg))
+    prevacts = jnp.concatenate([carry["action"][:, None], data["action"][:, :-1]], 1)
+    prevacts = embed_action(prevacts, spaces)
+    embed = nets.encode(params["enc"], cfg, spaces, obs)
+    lat0 = {"deter": carry["deter"], "stoch": carry["stoch"]}
+    newlat, post = nets.observe(params["dyn"], cfg.rssm, lat0, prevacts, embed,
+                                data["is_first"], key, cfg.sample_mode)
+    x = nets.feat(post)
+    dec = nets.decode(params["dec"], cfg, spaces, post)
+    losses = decoder_losses(spaces, dec, obs)
+    rew_logits = reward_logits(params["rew"], cfg, x)
+    losses["reward"] = -nm.twohot_log_prob(rew_logits, data["reward"].astype(f32),
+                                           reward_bins(cfg))
+    con_logit = cont_logit(params["con"], cfg, x)
+    cont_data = 1.0 - data["is_terminal"].astype(f32)
+    label = cont_data * (1 - 1 / cfg.horizon) if cfg.contdisc else cont_data
+    losses["cont"] = -nm.bernoulli_log_prob(con_logit, label)
+    dyn, rep, metrics = nets.rssm_kl_losses(params["dyn"], cfg.rssm, post, cfg.free_nats)
+    losses["dyn"], losses["rep"] = dyn, rep
+    return dict(losses=losses, post=post, newlat=newlat, embed=embed, feat=x,
+                prevacts=prevacts, dec=dec, rew_logits=rew_logits, con_logit=con_logit,
+                metrics=metrics)
+
+
+# ----------------------------------------------------------------------------- imagination
+
+
+def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bool):
+    """Roll the prior forward imag_length steps from every start state (agent.py:252-282).
+
+    start {deter [N, D], stoch [N, S, C], logit [N, S, C]} -> (traj with [N, H+1, ...],
+    acts [N, H+1, A]); index 0 is the start state and the action taken there. No gradient
+    flows through the rollout (its outputs are only used under stop_gradient), so the
+    params are stop-gradiented here to spare the backward pass. Latents and actions are in
+    the compute dtype (the sampled actions are cast to it, agent.py:256,275).
+    """
+    params = sg(params)
+    H = cfg.imag_length
+    dt = compute_dtype(cfg)
+    k0, kscan = jax.random.split(key)
+    dist0 = actor_out(params["actor"], cfg, spaces, nets.feat(start))
+    act0 = nm.cast(actor_sample(dist0, spaces, k0, mode), dt)
+
+    def step(carry, k):
+        lat, act = carry
+        ka, kb = jax.random.split(k)
+        lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode)
+        dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
+        act = nm.cast(actor_sample(dist, spaces, kb, mode), dt)
+        return (lat, act), (out, act)
+
+    init = sg(({"deter": start["deter"], "stoch": start["stoch"]}, act0))
+    _, (outs, acts) = jax.lax.scan(step, init, jax.random.split(kscan, H))
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    traj = jax.tree.map(
+        lambda first, seq: jnp.concatenate([first[:, None], swap(seq)], 1),
+        {k: start[k] for k in ("deter", "stoch", "logit")}, outs)
+    acts = jnp.concatenate([act0[:, None], swap(acts)], 1)
+    return sg(traj), sg(acts)
+
+
+def slow_target(cfg: AgentConfig, slow_logits, critic_logits_):
+    """The critic's regulariser target (agent.py:339-340): the slow critic's expectation.
+    `critic_logits_` (the fast critic) is unused by the reference; it is passed so that a
+    test can inject the bug of regularising towards the fast critic."""
+    del critic_logits_
+    return sg(twohot_expectation(cfg, slow_logits, critic_bins(cfg)))
+
+
+def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
+                     post: dict, key) -> dict:
+    """Imagination from every posterior state, annotated with rewards, continuation,
+    values and lambda returns (agent.py:251-320).
+
+    Returns dict of [N = B*T, H+1, ...]: traj, acts, rew, con, weight, critic_logits,
+    slow_logits, val, slowval, tarval, adist (actor outputs on the trajectory), and
+    ret [N, H].
+    """
+    B, T = data["is_first"].shape
+    flat = lambda v: v.reshape((B * T, *v.shape[2:]))  # noqa: E731
+    traj, acts = imagine(params, cfg, spaces, jax.tree.map(flat, post), key, cfg.sample_mode)
+    tfeat = nets.feat(traj)
+    rew = jnp.concatenate([
+        flat(data["reward"].astype(f32))[:, None],
+        twohot_expectation(cfg, reward_logits(params["rew"], cfg, tfeat[:, 1:]),
+                           reward_bins(cfg))], 1)
+    con = jnp.concatenate([
+        flat(1.0 - data["is_terminal"].astype(f32))[:, None],
+        nm.bernoulli_mean(cont_logit(params["con"], cfg, tfeat[:, 1:]))], 1)
+    rew, con = sg(rew), sg(con)
+    inp = sg(tfeat)  # ac_grads none
+    c_logits = critic_logits(params["critic"], cfg, inp)
+    s_logits = critic_logits(slow, cfg, inp)
+    val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
+    slowval = slow_target(cfg, s_logits, c_logits)
+    tarval = sg(val)  # slowtar False
+    ret, weight = imagined_returns(rew, con, tarval, cfg.return_lambda, cfg.contdisc,
+                                   cfg.horizon)
+    return dict(traj=traj, acts=acts, rew=rew, con=con, weight=sg(weight),
+                critic_logits=c_logits, slow_logits=s_logits, val=val, slowval=slowval,
+                tarval=tarval, ret=sg(ret),
+                adist=actor_out(params["actor"], cfg, spaces, inp))
+
+
+# ----------------------------------------------------------------------------- actor-critic
+
+
+def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormState):
+    """REINFORCE with percentile-normalised advantages and an entropy bonus
+    (agent.py:322-333). Returns (loss [N, H], updated retnorm, parts {adv, logpi, ent,
+    offset, scale})."""
+    ret, tarval, weight = img["ret"], img["tarval"], img["weight"]
+    retnorm = retnorm_update(retnorm, ret, cfg.retnorm)
+    offset, scale = retnorm_stats(retnorm, cfg.retnorm)
+    adv = (ret - tarval[:, :-1]) / scale  # advnorm off
+    logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]))[:, :-1]
+    ent = actor_entropy(img["adist"], spaces)[:, :-1]
+    loss = weight[:, :-1] * -(logpi * sg(adv) + cfg.actent * ent)
+    return loss, retnorm, dict(adv=adv, logpi=logpi, ent=ent, offset=offset, scale=scale)
+
+
+def critic_loss(cfg: AgentConfig, img: dict):
+    """Two-hot critic on the imagined returns plus slowreg towards the slow critic
+    (agent.py:335-341): [N, H]."""
+    bins = critic_bins(cfg)
+    ret = img["ret"]
+    ret_padded = jnp.concatenate([ret, jnp.zeros_like(ret[:, -1:])], 1)
+    logits = img["critic_logits"]
+    lp = (nm.twohot_log_prob(logits, ret_padded, bins)
+          + cfg.slowreg * nm.twohot_log_prob(logits, img["slowval"], bins))
+    return img["weight"][:, :-1] * -lp[:, :-1]
+
+
+def replay_critic_loss(params, slow, cfg: AgentConfig, data: dict, x, ret):
+    """The critic on the replayed rows' lambda returns, bootstrapped from the imagined
+    return of each row (agent.py:343-366, replay_critic_bootstrap imag).
+
+    x [B, T, F] posterior features, ret [B*T, H] -> (loss [B, T-1], replay_ret [B, T-1],
+    boot [B, T])."""
+    bins = critic_bins(cfg)
+    B, T = data["is_first"].shape
+    logits = critic_logits(params["critic"], cfg, x)
+    slowval = slow_target(cfg, critic_logits(slow, cfg, x), logits)
+    boot = ret[:, 0].reshape((B, T))
+    replay_ret = sg(replay_return(
+        data["reward"].astype(f32), boot, data["is_terminal"], data["is_last"],
+        cfg.return_lambda_replay, cfg.horizon))
+    rpad = jnp.concatenate([replay_ret, jnp.zeros_like(replay_ret[:, -1:])], 1)
+    lp = (nm.twohot_log_prob(logits, rpad, bins)
+          + cfg.slowreg * nm.twohot_log_prob(logits, slowval, bins))
+    live = 1.0 - data["is_last"].astype(f32)
+    return live[:, :-1] * -lp[:, :-1], replay_ret, boot
+
+
+def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: dict,
+                 parts: dict, losses: dict, replay_ret) -> dict:
+    """The scalar metrics of Agent.loss (agent.py:368-405), losses unscaled."""
+    metrics = dict(wm["metrics"])
+    metrics.update({f"{k}_loss": v.mean() for k, v in losses.items()})
+    metrics.update({f"{k}_loss_std": v.std() for k, v in losses.items()})
+    ret, val, rew = img["ret"], img["val"], img["rew"]
+    metrics.update(nm.tensorstats(parts["adv"], "adv"))
+    metrics.update(nm.tensorstats(rew, "rew"))
+    metrics.update(nm.tensorstats(img["weight"], "weight"))
+    metrics.update(nm.tensorstats(val, "val"))
+    metrics.update(nm.tensorstats(ret, "ret"))
+    metrics.update(nm.tensorstats((ret - parts["offset"]) / parts["scale"], "ret_normed"))
+    if replay_ret is not None:
+        metrics.update(nm.tensorstats(replay_ret, "replay_ret"))
+    metrics["td_error"] = jnp.abs(ret - val[:, :-1]).mean()
+    metrics["ret_rate"] = (jnp.abs(ret) > 1.0).astype(f32).mean()
+    acts = img["acts"]
+    act_stat = jnp.argmax(acts, -1).astype(f32) if spaces.act_discrete else acts
+    metrics.update(nm.tensorstats(act_stat, "act/action"))
+    ent = parts["ent"]
+    lo, hi = actor_entropy_range(cfg, spaces)
+    metrics.update(nm.tensorstats((ent - lo) / (hi - lo), "rand/action"))
+    metrics.update(nm.tensorstats(ent, "ent/action"))
+    data_rew = data["reward"].astype(f32)
+    metrics["data_rew/max"] = jnp.abs(data_rew).max()
+    metrics["pred_rew/max"] = jnp.abs(rew).max()
+    metrics["data_rew/mean"] = data_rew.mean()
+    metrics["pred_rew/mean"] = rew.mean()
+    metrics["data_rew/std"] = data_rew.std()
+    metrics["pred_rew/std"] = rew.std()
+    rew_mean = twohot_expectation(cfg, wm["rew_logits"], reward_bins(cfg))
+    rstats = _balance_stats(rew_mean, losses["reward"], data_rew, 0.1)
+    metrics.update({f"rewstats/{k}": v for k, v in rstats.items()})
+    cont_data = 1.0 - data["is_terminal"].astype(f32)
+    con_logit = wm["con_logit"]
+    cstats = _balance_stats(nm.bernoulli_mean(con_logit),
+                            -nm.bernoulli_log_prob(con_logit, cont_data), cont_data, 0.5)
+    metrics.update({f"constats/{k}": v for k, v in cstats.items()})
+    # The mean in the embedding's dtype, cast back as the reference's metrics (jaxagent.py:371).
+    metrics["activation/embed"] = nm.cast(jnp.abs(wm["embed"]).mean(), f32)
+    return metrics
+
+
+def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Spaces,
+            data: dict, carry: dict, key):
+    """Agent.loss (agent.py:225-399) on trained rows.
+
+    data: obs {name: [B, T, *shape]} (stored dtype), action [B, T] | [B, T, A],
+    reward / is_first / is_last / is_terminal [B, T]; carry: {deter [B, D], stoch
+    [B, S, C], action [B] | [B, A]} from the context row.
+    Returns (total, aux) with aux = dict(losses (scaled, per element), post, embed,
+    prevacts, carry, metrics, retnorm (updated state), diag (intermediates)).
+    """
+    k_obs, k_img = jax.random.split(key)
+    wm = world_model(params, cfg, spaces, data, carry, k_obs)
+    losses = dict(wm["losses"])
+    img = imagined_targets(params, slow, cfg, spaces, data, wm["post"], k_img)
+    losses["actor"], retnorm, parts = actor_loss(cfg, spaces, img, retnorm)
+    losses["critic"] = critic_loss(cfg, img)
+    replay_ret = boot = None
+    if cfg.replay_critic_loss:
+        losses["replay_critic"], replay_ret, boot = replay_critic_loss(
+            params, slow, cfg, data, wm["feat"], img["ret"])
+    metrics = loss_metrics(cfg, spaces, data, wm, img, parts, losses, replay_ret)
+    scales = loss_scales(cfg, spaces)
+    scaled = {k: v * scales[k] for k, v in losses.items()}
+    total = jnp.stack([v.mean() for v in scaled.values()]).sum()
+    new_carry = {"deter": wm["newlat"]["deter"], "stoch": wm["newlat"]["stoch"],
+                 "action": data["action"][:, -1]}
+    diag = {k: img[k] for k in ("traj", "acts", "rew", "con", "val", "slowval", "weight",
+                                "critic_logits", "slow_logits", "ret", "adist")}
+    diag.update(parts, replay_ret=replay_ret, boot=boot)
+    aux = {"losses": scaled, "post": wm["post"], "embed": wm["embed"],
+           "prevacts": wm["prevacts"], "carry": new_carry, "metrics": metrics,
+           "retnorm": retnorm, "diag": diag, "dec": wm["dec"]}
+    return total, aux
+
+
+def loss_scales(cfg: AgentConfig, spaces: Spaces) -> dict:
+    """Scale of every loss term (agent.py:88-93): image keys take loss_scales.dec_cnn,
+    vector keys dec_mlp."""
+    s = cfg.loss_scales
+    scales = {k: s.dec_mlp for k in spaces.dec_vector_keys}
+    scales.update({k: s.dec_cnn for k in spaces.dec_image_keys})
+    scales.update(reward=s.reward, cont=s.cont, dyn=s.dyn, rep=s.rep, actor=s.actor,
+                  critic=s.critic, replay_critic=s.replay_critic)
+    return scales
+
+
+# ----------------------------------------------------------------------------- update
+
+
+def split_context(cfg: AgentConfig, spaces: Spaces, batch: dict):
+    """A replay batch of L = 1 + T rows -> (carry from row 0, data of rows 1..T)
+    (agent.py:172-183, replay_context = 1)."""
+    carry = {
+        "deter": batch["deter"][:, 0].astype(f32),
+        "stoch": jax.nn.one_hot(batch["stoch"][:, 0], cfg.rssm.classes, dtype=f32),
+        "action": batch["action"][:, 0],
+    }
+    keys = ("obs", "action", "reward", "is_first", "is_last", "is_terminal")
+    data = {k: jax.tree.map(lambda x: x[:, 1:], batch[k]) for k in keys}
+    return carry, data
+
+
+def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key):
+    """One train step (Agent.train): loss, gradients, optimiser, slow critic.
+
+    batch (`batch_specs`): obs {name: [B, 1+T, *shape]}, action, reward, is_first,
+    is_last, is_terminal [B, 1+T], deter [B, 1+T, D] f32, stoch [B, 1+T, S] int32 (replay
+    context latents).
+    Returns (state, outs, metrics); outs['replay'] holds the posterior latents of rows 1..T
+    for write-back ({deter [B, T, D], stoch [B, T, S] int32}) and outs['carry'] the final
+    posterior carry.
+    """
+    carry, data = split_context(cfg, spaces, batch)
+
+    def lossf(params):
+        return loss_fn(params, state.slow, state.retnorm, cfg, spaces, data, carry, key)
+
+    (total, aux), grads = jax.value_and_grad(lossf, has_aux=True)(state.params)
+    opt = optimizer(cfg)
+    updates, opt_state = opt.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    step = state.step + 1
+    slow, count = slow_update(state.slow, params["critic"], state.updates,
+                              cfg.slow_critic_fraction, cfg.slow_critic_update)
+    metrics = dict(aux["metrics"])
+    metrics["opt_loss"] = total
+    metrics.update(optimizer_metrics(grads, updates, params, step))
+    new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
+                           retnorm=aux["retnorm"], step=step, updates=count)
+    post = aux["post"]
+    # Latents leave the update in float32, as the replay stores them (agent.py:108-109).
+    outs = {
+        "replay": {"deter": nm.cast(post["deter"], f32),
+                   "stoch": jnp.argmax(post["stoch"], -1).astype(jnp.int32)},
+        "carry": nm.cast(aux["carry"], f32),
+    }
+    return new_state, outs, metrics
+
+
+def param_counts(params: dict) -> dict:
+    """Optimised variables per module, as the reference's optimizer prints them."""
+    counts = {k: nets.param_count(params[k]) for k in MODULES}
+    counts["total"] = sum(counts.values())
+    return counts

@@ -1,0 +1,891 @@
+"""The configuration as the reference spells it: dotted keys, named configs, overrides.
+
+A run's configuration is resolved in layers, each applied on the result of the last:
+
+    defaults < --config FILE < --configs NAME ... (left to right) < --set KEY=VALUE ...
+             < explicit flags (--env, --steps, ...)
+
+The reference applies its named configs and then its flags (dreamerv3/main.py:30-34
+@29eb964); the file comes first here so that a run's own config can be the base of a new
+one, and explicit flags last because they name one thing each. `--size S` and `--tiny` are
+named configs appended after `--configs` (so `--set` still overrides their widths).
+
+Keys are the reference's (dreamerv3/configs.yaml @29eb964). `KEYS` maps each key that has a
+meaning here to a field of the frozen `Config` (one table); `FIXED` holds keys whose only
+implemented value is accepted and any other refused; `REFUSED` holds keys with no meaning
+here, each with the reason. Any other key is refused with the closest names. A key with a
+character outside [A-Za-z0-9_.-] is a regex over the known keys, as in the reference
+(embodied/core/config.py:11,113-117): named configs and files match it from the start of a
+key (`re.match`, as Config.update), `--set` over the whole key (`re.fullmatch`, as
+embodied/core/flags.py:78-83).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import re
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dreamerjax.config.defaults import (
+    COMPUTE_DTYPES,
+    DEFAULT_SIZE,
+    REFUSED_COMPUTE_DTYPES,
+    SEED_LOOPS,
+    SIZES,
+    TINY,
+    AgentConfig,
+    Config,
+    agent_config,
+    from_dict,
+    replay_rows_per_env,
+    tiny_agent_config,
+)
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that cannot run, found before anything compiles."""
+
+
+IS_PATTERN = re.compile(r".*[^A-Za-z0-9_.-].*")  # embodied/core/config.py:11
+
+
+# ---------------------------------------------------------------------------------------
+# The key table: dotted key -> Config field path (the type is the field's)
+
+
+def _group(prefix: str, path: str, names: Iterable[str]) -> dict[str, str]:
+    return {f"{prefix}.{n}": f"{path}.{n}" for n in names}
+
+
+def _suite(name: str) -> dict[str, str]:
+    """env.<suite>.<field> for every field of that suite's dataclass."""
+    cls = typing.get_type_hints(type(Config().env))[name]
+    return _group(f"env.{name}", f"env.{name}", (f.name for f in dataclasses.fields(cls)))
+
+
+_HEAD = ("layers", "units", "outscale")
+
+# Reference keys (configs.yaml @29eb964, line of the key) -> field path.
+REFERENCE_KEYS: dict[str, str] = {
+    "task": "run.env",  # :5; our ids (gymnax names or suite_task)
+    "run.steps": "run.steps",  # :42
+    "run.num_envs": "run.num_envs",  # :44
+    "run.eval_eps": "run.eval_episodes",  # :50
+    "run.train_ratio": "run.train_ratio",  # :52
+    "run.train_fill": "run.train_fill",  # :53
+    "replay.size": "run.replay_size",  # :12
+    "wrapper.length": "run.episode_limit",  # :77
+    "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
+    **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
+    "batch_size": "run.batch_size",  # :91
+    "batch_length": "run.batch_length",  # :92; the reference's includes replay_context
+    "replay_context": "run.replay_context",  # :96
+    **_group("loss_scales", "agent.loss_scales",  # :98
+             ("dec_cnn", "dec_mlp", "reward", "cont", "dyn", "rep", "actor", "critic",
+              "replay_critic")),
+    **_group("opt", "agent.opt", ("lr", "eps", "warmup", "agc", "beta1", "beta2", "pmin")),
+    "replay_critic_loss": "agent.replay_critic_loss",  # :104
+    **_group("dyn.rssm", "agent.rssm",  # :113
+             ("deter", "hidden", "stoch", "classes", "unimix", "outscale", "imglayers",
+              "obslayers", "dynlayers", "absolute", "blocks")),
+    "enc.spaces": "agent.enc_spaces",  # :115
+    **_group("enc.simple", "agent.enc",  # :117
+             ("depth", "mults", "layers", "units", "symlog", "outer", "kernel", "minres")),
+    "dec.spaces": "agent.dec_spaces",  # :119
+    **_group("dec.simple", "agent.dec",  # :121
+             ("depth", "mults", "layers", "units", "outscale", "outer", "kernel", "minres",
+              "block_space", "hidden_stoch")),
+    **_group("rewhead", "agent.rewhead", (*_HEAD, "bins")),  # :122
+    **_group("conhead", "agent.conhead", _HEAD),  # :123
+    "contdisc": "agent.contdisc",  # :124
+    "rssm_loss.free": "agent.free_nats",  # :125
+    **_group("actor", "agent.actor", _HEAD),  # :128
+    "actor.minstd": "agent.actor_minstd",
+    "actor.maxstd": "agent.actor_maxstd",
+    "actor.unimix": "agent.actor_unimix",
+    **_group("critic", "agent.critic", (*_HEAD, "bins")),  # :129
+    "imag_length": "agent.imag_length",  # :134
+    "horizon": "agent.horizon",  # :136
+    "return_lambda": "agent.return_lambda",  # :137
+    "return_lambda_replay": "agent.return_lambda_replay",  # :138
+    "slow_critic_update": "agent.slow_critic_update",  # :139
+    "slow_critic_fraction": "agent.slow_critic_fraction",  # :140
+    **_group("retnorm", "agent.retnorm", ("rate", "limit", "perclo", "perchi")),  # :141
+    "actent": "agent.actent",  # :144
+    "slowreg": "agent.slowreg",  # :145
+    "jax.compute_dtype": "agent.compute_dtype",  # :24; ours defaults to float32
+}
+
+# Our own settings, which the reference does not have (names chosen not to collide with a
+# reference key of another meaning: the reference's run.eval_every is in seconds).
+OUR_KEYS: dict[str, str] = {
+    "run.eval_every_rows": "run.eval_every",
+    "run.checkpoint_every": "run.checkpoint_every",
+    "run.replay_capacity": "run.replay_capacity",
+    "run.seed_loop": "run.seed_loop",
+    "dec.simple.vec_outscale": "agent.dec.vec_outscale",
+    "twohot_mean": "agent.twohot_mean",
+    "sample_mode": "agent.sample_mode",
+    # The compiled suites' options (what envs/craftax.py, playground.py, brax.py take).
+    **_suite("craftax"), **_suite("playground"), **_suite("brax"),
+}
+
+KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
+
+# Config fields without a key: the label `size` (derived), and `bins` of the heads whose
+# output is not two-hot.
+UNKEYED_FIELDS = frozenset({"size", "agent.conhead.bins", "agent.actor.bins"})
+
+_NOT_CONFIGURABLE = "only this value is implemented"
+
+# Keys whose one implemented value is the reference's default: accepted at that value.
+FIXED: dict[str, tuple[Any, str]] = {
+    **{f"{p}.{k}": (v, _NOT_CONFIGURABLE)
+       for p in ("dyn.rssm", "enc.simple", "dec.simple", "rewhead", "conhead", "actor",
+                 "critic")
+       for k, v in (("act", "silu"), ("norm", "rms"), ("winit", "normal"))},
+    **{f"{p}.{k}": (False, _NOT_CONFIGURABLE)
+       for p in ("dyn.rssm", "dec.simple", "rewhead", "conhead", "actor", "critic")
+       for k in ("block_fans", "block_norm")},
+    **{f"{p}.inputs": (("deter", "stoch"), "heads read deter and stoch")
+       for p in ("dec.simple", "rewhead", "conhead", "actor", "critic")},
+    "dyn.typ": ("rssm", _NOT_CONFIGURABLE),
+    "dyn.rssm.cell": ("blockgru", _NOT_CONFIGURABLE),
+    "enc.typ": ("simple", _NOT_CONFIGURABLE),
+    "dec.typ": ("simple", _NOT_CONFIGURABLE),
+    "dec.simple.vecdist": ("symlog_mse", _NOT_CONFIGURABLE),
+    "dec.simple.space_hidden": (0, _NOT_CONFIGURABLE),
+    "rewhead.dist": ("symexp_twohot", _NOT_CONFIGURABLE),
+    "critic.dist": ("symexp_twohot", _NOT_CONFIGURABLE),
+    "conhead.dist": ("binary", _NOT_CONFIGURABLE),
+    "actor_dist_disc": ("onehot", _NOT_CONFIGURABLE),
+    "actor_dist_cont": ("normal", _NOT_CONFIGURABLE),
+    "imag_start": ("all", "imagination starts from every replayed posterior"),
+    "imag_repeat": (1, _NOT_CONFIGURABLE),
+    "imag_unroll": (False, "imagination is a lax.scan"),
+    "retnorm.impl": ("perc", _NOT_CONFIGURABLE),
+    **{f"{n}.{k}": (v, f"{n} is off (only the return normaliser is implemented)")
+       for n in ("valnorm", "advnorm")
+       for k, v in (("impl", "off"), ("rate", 0.01), ("limit", 1e-8))},
+    "slowtar": (False, _NOT_CONFIGURABLE),
+    "opt.scaler": ("rms", _NOT_CONFIGURABLE),
+    "opt.momentum": (True, _NOT_CONFIGURABLE),
+    "opt.wd": (0.0, "weight decay is not implemented"),
+    "opt.globclip": (0.0, "global-norm clipping is not implemented (AGC is, opt.agc)"),
+    "opt.details": (False, "optimiser details are not reported"),
+    "opt.anneal": (0, "learning-rate annealing is not implemented"),
+    "opt.schedule": ("constant", "learning-rate schedules are not implemented"),
+    "separate_lrs": (False, "one optimiser for all modules"),
+    **{f"lrs.{k}": (v, "separate_lrs is not implemented")
+       for k, v in (("dec", 1e-4), ("enc", 1e-4), ("dyn", 1e-4), ("rew", 1e-4),
+                    ("con", 1e-4), ("actor", 3e-5), ("critic", 3e-5))},
+    "ac_grads": ("none", _NOT_CONFIGURABLE),
+    "reset_context": (0.0, "replay context is never reset"),
+    "replay_critic_grad": (True, _NOT_CONFIGURABLE),
+    "replay_critic_bootstrap": ("imag", _NOT_CONFIGURABLE),
+    "reward_grad": (True, _NOT_CONFIGURABLE),
+    "replay.online": (True, "the replay always serves its online queue first"),
+    "replay.fracs.uniform": (1.0, "only uniform replay is implemented"),
+    "replay.fracs.priority": (0.0, "prioritized replay is not implemented"),
+    "replay.fracs.recency": (0.0, "recency replay is not implemented"),
+    **{f"replay.prio.{k}": (v, "prioritized replay is not implemented")
+       for k, v in (("exponent", 0.8), ("maxfrac", 0.5), ("initial", math.inf),
+                    ("zero_on_sample", True))},
+    "replay.priosignal": ("model", "prioritized replay is not implemented"),
+    "replay.recexp": (1.0, "recency replay is not implemented"),
+    "replay_length": (0, "replayed sequences are batch_length rows"),
+    "wrapper.reset": (True, "envs always reset after their last row"),
+    "wrapper.discretize": (0, "action discretisation is not implemented"),
+    "wrapper.checks": (True, "rows are always checked"),
+    "run.expl_until": (0, "no exploration phase is implemented"),
+    "jax.param_dtype": ("float32", "parameters are float32"),
+}
+
+_LOGGER = "logging is dreamerjax's own (records.jsonl, TensorBoard)"
+_DRIVER = "the reference's process layout; here one compiled program runs every env"
+_SECONDS = ("seconds of wall clock in the reference; dreamerjax counts rows "
+            "(run.eval_every_rows, run.checkpoint_every)")
+
+# Keys (or key prefixes) with no meaning here -> why.
+REFUSED: dict[str, str] = {
+    "seed": "seeds are given as a list: --seeds 0 1 2 (trained side by side)",
+    "method": _LOGGER,
+    "logdir": "the run directory is --out",
+    "eval_dir": "train_holdout is not implemented",
+    "filter": _LOGGER,
+    "tensorboard_videos": _LOGGER,
+    "replay.chunksize": "the replay lives on the device, not in saved chunks",
+    "replay.save_wait": "the replay lives on the device, not in saved chunks",
+    "jax.platform": "JAX picks its backend (set JAX_PLATFORMS)",
+    "jax.jit": "training is always compiled",
+    "jax.prealloc": "set XLA_PYTHON_CLIENT_PREALLOCATE",
+    "jax.policy_devices": "--devices shards the seed axis",
+    "jax.train_devices": "--devices shards the seed axis",
+    **{f"jax.{k}": "a JAX runtime option of the reference's driver"
+       for k in ("checks", "logical_cpus", "debug", "sync_every", "profiler",
+                 "transfer_guard", "assert_num_devices", "fetch_policy_carry",
+                 "nvidia_flags", "xla_dump")},
+    "run.script": "the subcommand chooses (dreamerjax train, eval)",
+    "run.duration": "no wall-clock limit; run.steps ends a run",
+    "run.num_envs_eval": "evaluation runs run.eval_eps episodes in as many envs at once",
+    "run.log_every": _SECONDS,
+    "run.save_every": _SECONDS,
+    "run.eval_every": _SECONDS,
+    "run.eval_initial": "evaluation runs at every log point, after its chunk",
+    "run.eval_fill": "there is no evaluation replay",
+    **{f"run.{k}": _LOGGER
+       for k in ("log_zeros", "log_keys_video", "log_keys_sum", "log_keys_avg",
+                 "log_keys_max", "log_video_fps", "log_video_streams",
+                 "log_episode_timeout", "usage", "timer")},
+    "run.from_checkpoint": "continue a run with --resume RUN_DIR",
+    **{f"run.{k}": _DRIVER
+       for k in ("actor_addr", "replay_addr", "logger_addr", "actor_batch",
+                 "actor_threads", "env_replica", "ipv6",
+                 "agent_process", "remote_replay")},
+    **{f"env.{s}": f"the {s} suite is not implemented"
+       for s in ("dmlab", "minecraft", "procgen", "loconav")},
+    "env.crafter.logs": "crafter's own logdir logging is not used",
+    "env.crafter.use_logdir": "crafter's own logdir logging is not used",
+    "report": "the reference's report (open-loop predictions) is not implemented",
+    "report_gradnorms": "the reference's report is not implemented",
+    "report_openl_context": "the reference's report is not implemented",
+    "batch_length_eval": "there is no evaluation replay",
+    "replay_length_eval": "there is no evaluation replay",
+    "random_agent": "not implemented",
+}
+
+# CLI fields -> the dotted key (or regex) they set, as explicit flags (the last layer).
+FLAG_KEYS: dict[str, str] = {
+    "env": "task",
+    "steps": "run.steps",
+    "eval_every": "run.eval_every_rows",
+    "eval_episodes": "run.eval_eps",
+    "num_envs": "run.num_envs",
+    "train_ratio": "run.train_ratio",
+    "checkpoint_every": "run.checkpoint_every",
+    "driver_parallel": "run.driver_parallel",
+    "twohot_mean": "twohot_mean",
+    "cnn_mults": r"(enc|dec)\.simple\.mults",
+    "cnn_minres": r"(enc|dec)\.simple\.minres",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Field types
+
+
+def _field_type(path: str) -> Any:
+    """The annotated type of a Config field path, e.g. 'agent.rssm.deter' -> int."""
+    cls: Any = Config
+    typ: Any = None
+    for part in path.split("."):
+        typ = typing.get_type_hints(cls)[part]
+        cls = typ
+    return typ
+
+
+def _get(config: Any, path: str) -> Any:
+    for part in path.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def _type_name(typ: Any) -> str:
+    origin = typing.get_origin(typ)
+    if origin is tuple:
+        args = typing.get_args(typ)
+        inner = args[0].__name__
+        return f"list of {inner}" if args[-1] is Ellipsis else f"list of {len(args)} {inner}"
+    return typ.__name__
+
+
+def _coerce(key: str, value: Any, typ: Any) -> Any:
+    """value as typ (the reference's rules: an integral float is an int, an int is a float;
+    a list may be a comma-separated string), else ConfigError naming the key."""
+    def bad() -> ConfigError:
+        return ConfigError(f"{key}: expects {_type_name(typ)}, got {value!r}")
+
+    origin = typing.get_origin(typ)
+    if origin is tuple:
+        args = typing.get_args(typ)
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise bad()
+        if args[-1] is not Ellipsis and len(items) != len(args):
+            raise bad()
+        if not items:
+            raise bad()
+        if isinstance(value, str):
+            items = [_parse_scalar(x.strip()) for x in items]
+        try:
+            return tuple(_coerce(key, x, args[0]) for x in items)
+        except ConfigError:
+            raise bad() from None
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad()
+    if typ is int:
+        if isinstance(value, bool):
+            raise bad()
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and math.isfinite(value) and value == int(value):
+            return int(value)
+        raise bad()
+    if typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad()
+    if typ is str:
+        if isinstance(value, str):
+            return value
+        raise bad()
+    raise TypeError(f"{key}: unsupported field type {typ}")
+
+
+# ---------------------------------------------------------------------------------------
+# YAML scalars (YAML 1.2 floats: 5e6 and 1.1e5 are numbers, as the reference's ruamel reads)
+
+
+def _yaml_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    float12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", float12,
+                                 list("-+0123456789."))
+    return Loader
+
+
+def _parse_scalar(text: str) -> Any:
+    """A --set value as YAML reads it: 5e6 -> 5000000.0, [1, 2] -> [1, 2], True -> True."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader()) if text.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"cannot read {text!r} as a YAML value: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Dotted form <-> Config
+
+
+def flatten(mapping: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Nested dict -> dotted keys; a regex part joins with an escaped dot, as the
+    reference's Config._flatten (embodied/core/config.py:134-146)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        key = str(key)
+        full = key
+        if prefix:
+            sep = "\\." if (IS_PATTERN.match(prefix) or IS_PATTERN.match(key)) else "."
+            full = f"{prefix}{sep}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, full))
+        else:
+            out[full] = value
+    return out
+
+
+def to_dotted(config: Config) -> dict[str, Any]:
+    """Every key of KEYS with this config's value (reference units: batch_length includes
+    replay_context). Tuples stay tuples."""
+    flat = {key: _get(config, path) for key, path in KEYS.items()}
+    flat["batch_length"] = config.run.batch_length + config.run.replay_context
+    return flat
+
+
+def _widths(agent: AgentConfig) -> tuple:
+    r = agent.rssm
+    return (r.deter, r.hidden, r.classes, r.stoch, agent.enc.depth, agent.dec.depth,
+            *(getattr(agent, m).units for m in ("enc", "dec", "rewhead", "conhead", "actor",
+                                                 "critic")))
+
+
+def size_label(agent: AgentConfig) -> str:
+    """The size preset whose widths (RSSM, MLP units, CNN depth) this agent has, 'tiny', or
+    'custom'."""
+    widths = _widths(agent)
+    for name in SIZES:
+        if _widths(agent_config(name)) == widths:
+            return name
+    return "tiny" if _widths(tiny_agent_config()) == widths else "custom"
+
+
+def from_dotted(flat: Mapping[str, Any]) -> Config:
+    """Config from a complete dotted mapping (KEYS; FIXED keys are ignored)."""
+    nested = Config().to_dict()
+    for key, path in KEYS.items():
+        value = flat[key]
+        if key == "batch_length":
+            value = value - flat["replay_context"]
+        node = nested
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = list(value) if isinstance(value, tuple) else value
+    config = from_dict(nested)
+    return dataclasses.replace(config, size=size_label(config.agent))
+
+
+def dotted_json(config: Config) -> str:
+    """The config's dotted form as JSON (sorted keys), loadable by `--config`."""
+    return json.dumps(to_dotted(config), indent=2, sort_keys=True)
+
+
+def dump(config: Config, path: str | Path) -> None:
+    """Write the dotted form to a .json or .yaml/.yml file."""
+    path = Path(path)
+    flat = {k: list(v) if isinstance(v, tuple) else v for k, v in to_dotted(config).items()}
+    if path.suffix == ".json":
+        path.write_text(json.dumps(flat, indent=2, sort_keys=True) + "\n")
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+        path.write_text(yaml.safe_dump(flat, sort_keys=True))
+    else:
+        raise ConfigError(f"--config {path}: write .json, .yaml or .yml")
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A YAML or JSON config file -> dotted keys (nested sections are flattened).
+
+    A run's own config.json (our field form: `agent`, `run`, ... sections, plus `seeds`)
+    is read as the Config it holds; its seeds are not applied (give --seeds).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--config {path}: no such file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--config {path}: cannot be read: {e}") from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            import yaml
+            data = yaml.load(text, Loader=_yaml_loader())
+        else:
+            raise ConfigError(f"--config {path}: a .json, .yaml or .yml file is needed")
+    except (json.JSONDecodeError, ImportError) as e:
+        raise ConfigError(f"--config {path}: cannot be read: {e}") from None
+    except Exception as e:  # yaml.YAMLError and its subclasses
+        if type(e).__module__.startswith("yaml"):
+            raise ConfigError(f"--config {path}: cannot be read: {e}") from None
+        raise
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"--config {path}: holds a {type(data).__name__}, not a mapping")
+    if _is_field_form(data):
+        fields = {k: v for k, v in data.items() if k != "seeds"}
+        try:
+            return to_dotted(from_dict(fields))
+        except TypeError as e:
+            raise ConfigError(f"--config {path}: not a dreamerjax config ({e})") from None
+    return flatten(data)
+
+
+def _is_field_form(data: Mapping) -> bool:
+    return isinstance(data.get("agent"), Mapping) and isinstance(data.get("run"), Mapping) \
+        and "rssm" in data["agent"]
+
+
+# ---------------------------------------------------------------------------------------
+# Named configs (configs.yaml @29eb964, the lines given; only keys that apply here)
+
+
+def _size_preset(deter: int, hidden: int, classes: int, depth: int, units: int) -> dict:
+    # configs.yaml:148-176: the RSSM, every CNN depth and every MLP width.
+    return {"dyn.rssm.deter": deter, "dyn.rssm.hidden": hidden, "dyn.rssm.classes": classes,
+            r".*\.depth": depth, r".*\.units": units}
+
+
+_SIZE12M = _size_preset(**SIZES["12m"])
+
+NAMED: dict[str, dict[str, Any]] = {
+    # size1m is ours (the protocol's model); size12m ... size400m are the reference's.
+    **{f"size{name}": _size_preset(**s) for name, s in SIZES.items()},
+    # The fixtures' tiny network (ours; config.TINY).
+    "tiny": {"dyn.rssm.deter": TINY["deter"], "dyn.rssm.hidden": TINY["hidden"],
+             "dyn.rssm.classes": TINY["classes"], "dyn.rssm.stoch": TINY["stoch"],
+             r".*\.units": TINY["units"], r".*\.depth": TINY["depth"]},
+    # :192-199; enc/dec.spaces 'image' are left to the suite's observation keys.
+    "atari": {"task": "atari_pong", "env.atari.size": [96, 96],
+              r"(enc|dec).simple.minres": 6, "run.steps": 5.1e7},
+    # :211-218
+    "atari100k": {"task": "atari_pong", "run.steps": 1.1e5, "run.num_envs": 1,
+                  "run.train_ratio": 256},
+    # :220-230 (without its logger keys)
+    "crafter": {"task": "crafter_reward", "run.num_envs": 1, "run.train_ratio": 512,
+                "run.steps": 1.1e6},
+    # :232-237
+    "dmc_proprio": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
+                    "run.steps": 3e5, "env.dmc.image": False},
+    # :239-245
+    "dmc_vision": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
+                   "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
+    # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
+    "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
+              "run.driver_parallel": False,
+              "batch_size": 4, "batch_length": 12, "replay.size": 1e4,
+              r"(rewhead|critic).bins": 9,
+              "dyn.rssm.deter": 12, "dyn.rssm.hidden": 8, "dyn.rssm.stoch": 4,
+              "dyn.rssm.classes": 4, "dyn.rssm.blocks": 4,
+              r".*\.layers": 2, r".*\.units": 8, r".*\.depth": 2},
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Resolving
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where each value came from: the layers in the order applied, and for each dotted
+    key the layer that set it last ('defaults' if none)."""
+
+    layers: tuple[str, ...]
+    origin: Mapping[str, str]
+
+    def changed(self) -> dict[str, str]:
+        return {k: v for k, v in self.origin.items() if v != "defaults"}
+
+
+def _reason(key: str) -> str | None:
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        reason = REFUSED.get(".".join(parts[:i]))
+        if reason is not None:
+            return reason
+    return None
+
+
+def known_keys() -> list[str]:
+    return [*KEYS, *FIXED]
+
+
+def _unknown(key: str, origin: str) -> ConfigError:
+    reason = _reason(key)
+    if reason is not None:
+        return ConfigError(f"{origin}: key {key!r} does not apply here: {reason}")
+    close = difflib.get_close_matches(key, known_keys(), n=3, cutoff=0.6)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return ConfigError(f"{origin}: unknown key {key!r}{hint}")
+
+
+def _targets(key: str, origin: str, full: bool) -> list[str]:
+    """The known keys a (possibly regex) key sets."""
+    if not IS_PATTERN.match(key):
+        if key in KEYS or key in FIXED:
+            return [key]
+        raise _unknown(key, origin)
+    try:
+        pattern = re.compile(key)
+    except re.error as e:
+        raise ConfigError(f"{origin}: key {key!r} is not a valid regex: {e}") from None
+    match = pattern.fullmatch if full else pattern.match
+    keys = [k for k in known_keys() if match(k)]
+    if not keys:
+        raise ConfigError(f"{origin}: pattern {key!r} matches no key")
+    return keys
+
+
+def _same_fixed(value: Any, fixed: Any) -> bool:
+    if isinstance(fixed, tuple):
+        return isinstance(value, (list, tuple)) and tuple(value) == fixed
+    if isinstance(fixed, bool) or isinstance(value, bool):
+        return value is fixed
+    if isinstance(fixed, float) and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    return value == fixed
+
+
+def _apply(flat: dict, origin: dict, updates: Mapping[str, Any], label: str,
+           full: bool) -> None:
+    for key, value in updates.items():
+        for target in _targets(key, label, full):
+            if target in FIXED:
+                fixed, reason = FIXED[target]
+                if not _same_fixed(value, fixed):
+                    why = "" if reason == _NOT_CONFIGURABLE else f" ({reason})"
+                    raise ConfigError(f"{label}: {target}={value!r} is not supported: only "
+                                      f"{fixed!r} is implemented{why}")
+                continue
+            try:
+                flat[target] = _coerce(target, value, _field_type(KEYS[target]))
+            except ConfigError as e:
+                raise ConfigError(f"{label}: {e}") from None
+            origin[target] = label
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    """'KEY=VALUE' -> (key, YAML value)."""
+    key, sep, text = item.partition("=")
+    key = key.strip().removeprefix("--")
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. run.train_ratio=256")
+    return key, _parse_scalar(text)
+
+
+def _is_key_flag(name: str) -> bool:
+    """A reference-style flag name (`run.train_ratio`, `.*\\.units`): a dotted or pattern
+    key, or a known key, refused key or prefix."""
+    return bool(IS_PATTERN.match(name)) or name in KEYS or name in FIXED or \
+        _reason(name) is not None or "." in name
+
+
+def rewrite_key_flags(argv: Sequence[str], own: Iterable[str]) -> list[str]:
+    """The reference's flag form `--run.train_ratio 32` (or `--run.train_ratio=32`; several
+    values make a list) -> `--set run.train_ratio=32`, for every `--NAME` that is not one of
+    the command's own flags (`own`, without dashes) and names a config key (embodied/core/
+    flags.py:34-48 reads flags so). Other arguments are kept in order."""
+    own = {o.replace("-", "_") for o in own}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg[2:].partition("=") if arg.startswith("--") else ("", "", "")
+        if not name or name.replace("-", "_") in own or not _is_key_flag(name):
+            out.append(arg)
+            i += 1
+            continue
+        values = [value] if eq else []
+        i += 1
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        if not values:
+            raise ConfigError(f"--{name}: needs a value (--{name} VALUE or --{name}=VALUE)")
+        out += ["--set", f"{name}={values[0] if len(values) == 1 else ','.join(values)}"]
+    return out
+
+
+def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
+            config_file: str | Path | None = None,
+            **cli_fields: Any) -> tuple[Config, Provenance]:
+    """The run's Config from the layers (module docstring), validated.
+
+    cli_fields are the CLI's explicit flags by field name (FLAG_KEYS, plus `size` and
+    `tiny`, which append the named configs size<S> / tiny); None means not given.
+    """
+    flat: dict[str, Any] = to_dotted(Config())
+    origin = dict.fromkeys(flat, "defaults")
+    layers = ["defaults"]
+    if config_file is not None:
+        label = f"--config {config_file}"
+        _apply(flat, origin, load_file(config_file), label, full=False)
+        layers.append(label)
+    named = [(name, f"--configs {name}") for name in configs]
+    size, tiny = cli_fields.pop("size", None), cli_fields.pop("tiny", False)
+    if size is not None:
+        named.append((f"size{size}", f"--size {size}"))
+    if tiny:
+        named.append(("tiny", "--tiny"))
+    for name, label in named:
+        if name not in NAMED:
+            close = difflib.get_close_matches(name, list(NAMED), n=3, cutoff=0.5)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise ConfigError(f"{label}: unknown config name (known: "
+                              f"{', '.join(NAMED)}){hint}")
+        _apply(flat, origin, NAMED[name], label, full=False)
+        layers.append(label)
+    for item in sets:
+        key, value = parse_set(item)
+        label = f"--set {item}"
+        _apply(flat, origin, {key: value}, label, full=True)
+        layers.append(label)
+    for name, value in cli_fields.items():
+        if name not in FLAG_KEYS:
+            raise TypeError(f"resolve() got an unknown CLI field {name!r}")
+        if value is None:
+            continue
+        label = f"--{name.replace('_', '-')}"
+        _apply(flat, origin, {FLAG_KEYS[name]: value}, label, full=True)
+        layers.append(label)
+    config = from_dotted(flat)
+    validate(config)
+    return config, Provenance(tuple(layers), origin)
+
+
+def with_sets(config: Config, sets: Sequence[str]) -> Config:
+    """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
+    given base, e.g. the bench's configuration), validated."""
+    flat = to_dotted(config)
+    origin = dict.fromkeys(flat, "config")
+    for item in sets:
+        key, value = parse_set(item)
+        _apply(flat, origin, {key: value}, f"--set {item}", full=True)
+    out = from_dotted(flat)
+    validate(out)
+    return out
+
+
+def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
+    """The defaults with a dotted mapping applied (types checked as for --set), validated:
+    e.g. the dotted JSON of an exported policy."""
+    flat: dict[str, Any] = to_dotted(Config())
+    _apply(flat, dict.fromkeys(flat, "defaults"), flatten(updates), label, full=True)
+    config = from_dotted(flat)
+    validate(config)
+    return config
+
+
+# ---------------------------------------------------------------------------------------
+# Checks (before anything compiles); each names the key
+
+
+# numerics.TWOHOT_MEANS, spelled here so that checking a config does not import JAX (a test
+# keeps the two equal).
+TWOHOT_MEANS = ("exact", "pairsum")
+
+_POSITIVE = (
+    "run.steps", "run.num_envs", "run.eval_eps", "run.eval_every_rows", "replay.size",
+    "batch_size", "imag_length", "horizon", "dyn.rssm.deter", "dyn.rssm.hidden",
+    "dyn.rssm.stoch", "dyn.rssm.classes", "dyn.rssm.blocks", "dyn.rssm.imglayers",
+    "dyn.rssm.obslayers", "dyn.rssm.dynlayers", "enc.simple.depth", "enc.simple.units",
+    "enc.simple.kernel", "enc.simple.minres", "dec.simple.depth", "dec.simple.units",
+    "dec.simple.kernel", "dec.simple.minres", "dec.simple.block_space", "rewhead.units",
+    "conhead.units", "actor.units", "critic.units", "slow_critic_update",
+)
+_NON_NEGATIVE = (
+    "run.train_fill", "run.replay_capacity", "run.checkpoint_every", "wrapper.length",
+    "enc.simple.layers", "dec.simple.layers", "rewhead.layers", "conhead.layers",
+    "actor.layers", "critic.layers", "opt.warmup",
+)
+_UNIT_INTERVAL = ("dyn.rssm.unimix", "actor.unimix", "return_lambda", "return_lambda_replay",
+                  "slow_critic_fraction", "retnorm.rate")
+
+
+def validate(config: Config) -> None:
+    """Raise ConfigError (one line, naming the key) for a config that cannot run."""
+    flat = to_dotted(config)
+    for key in _POSITIVE:
+        if flat[key] <= 0:
+            raise ConfigError(f"{key}: must be positive, got {flat[key]}")
+    for key in _NON_NEGATIVE:
+        if flat[key] < 0:
+            raise ConfigError(f"{key}: must be >= 0, got {flat[key]}")
+    for key in _UNIT_INTERVAL:
+        if not 0.0 <= flat[key] <= 1.0:
+            raise ConfigError(f"{key}: must be in [0, 1], got {flat[key]}")
+    for key, path in KEYS.items():
+        value = flat[key]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}: must be finite, got {value}")
+        if _field_type(path) is str and not value.strip():
+            raise ConfigError(f"{key}: must not be empty")
+    if flat["run.train_ratio"] <= 0:
+        raise ConfigError(f"run.train_ratio: must be positive, got {flat['run.train_ratio']}")
+    for key in ("rewhead.bins", "critic.bins"):
+        if flat[key] < 2:
+            raise ConfigError(f"{key}: needs at least 2 bins, got {flat[key]}")
+    deter, blocks = flat["dyn.rssm.deter"], flat["dyn.rssm.blocks"]
+    if deter % blocks:
+        raise ConfigError(f"dyn.rssm.deter: {deter} is not divisible by dyn.rssm.blocks "
+                          f"{blocks} (the block GRU splits deter into equal blocks)")
+    if flat["replay_context"] != 1:
+        raise ConfigError(f"replay_context: only 1 is implemented, got "
+                          f"{flat['replay_context']}")
+    length = flat["batch_length"]
+    if length <= flat["replay_context"]:
+        raise ConfigError(f"batch_length: {length} rows leave none to train after "
+                          f"replay_context {flat['replay_context']}")
+    rows = replay_rows_per_env(config.run)
+    if length > rows:
+        source = ("run.replay_capacity" if config.run.replay_capacity
+                  else "min(replay.size, run.steps) / run.num_envs")
+        raise ConfigError(f"batch_length: {length} rows are longer than the replay "
+                          f"({rows} rows per env = {source})")
+    for key in ("enc.simple.mults", "dec.simple.mults"):
+        if any(m <= 0 for m in flat[key]):
+            raise ConfigError(f"{key}: needs positive multipliers, got {list(flat[key])}")
+    for suite in ("atari", "atari100k", "crafter", "dmc", "craftax"):
+        key = f"env.{suite}.size"
+        if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
+            raise ConfigError(f"{key}: needs two positive sizes, got {list(flat[key])}")
+    for suite in ("playground", "brax"):
+        key = f"env.{suite}.repeat"
+        if flat[key] < 1:
+            raise ConfigError(f"{key}: the action repeat needs to be at least 1, got "
+                              f"{flat[key]}")
+    for key in ("enc.spaces", "dec.spaces"):
+        try:
+            re.compile(flat[key])
+        except re.error as e:
+            raise ConfigError(f"{key}: {flat[key]!r} is not a valid regex: {e}") from None
+    dtype = flat["jax.compute_dtype"]
+    if dtype in REFUSED_COMPUTE_DTYPES:
+        raise ConfigError(f"jax.compute_dtype: {dtype!r} is not supported: "
+                          f"{REFUSED_COMPUTE_DTYPES[dtype]}")
+    if dtype not in COMPUTE_DTYPES:
+        raise ConfigError(f"jax.compute_dtype: {dtype!r}; choose one of "
+                          f"{', '.join(COMPUTE_DTYPES)}")
+    if flat["run.seed_loop"] not in SEED_LOOPS:
+        raise ConfigError(f"run.seed_loop: {flat['run.seed_loop']!r}; choose one of "
+                          f"{', '.join(SEED_LOOPS)}")
+    if flat["twohot_mean"] not in TWOHOT_MEANS:
+        raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
+                          f"{', '.join(TWOHOT_MEANS)}")
+
+
+# ---------------------------------------------------------------------------------------
+# Printing (dreamerjax info)
+
+
+def describe(config: Config, provenance: Provenance) -> str:
+    """The precedence, the layers applied and every key with its value and origin."""
+    flat = to_dotted(config)
+    lines = ["Precedence: defaults < --config FILE < --configs (left to right) "
+             "< --set (in order) < explicit flags",
+             "Layers applied: " + " < ".join(provenance.layers),
+             f"Size: {config.size}", "Resolved config (key: value  [origin]):"]
+    width = max(len(k) for k in flat)
+    for key in sorted(flat):
+        value = flat[key]
+        shown = json.dumps(list(value) if isinstance(value, tuple) else value)
+        mark = "" if key in REFERENCE_KEYS else "  (dreamerjax's own key)"
+        lines.append(f"  {key.ljust(width)}  {shown}  [{provenance.origin.get(key, '?')}]"
+                     f"{mark}")
+    return "\n".join(lines)
+
+
+def markdown_tables() -> str:
+    """The key tables of docs/config.md (tests check that the page holds them)."""
+    defaults = to_dotted(Config())
+
+    def show(v: Any) -> str:
+        return json.dumps(list(v) if isinstance(v, tuple) else v)
+
+    out = ["| key | field | type | default |", "|---|---|---|---|"]
+    for key, path in KEYS.items():
+        own = "" if key in REFERENCE_KEYS else " (ours)"
+        out.append(f"| `{key}`{own} | `{path}` | {_type_name(_field_type(path))} | "
+                   f"`{show(defaults[key])}` |")
+    out += ["", "Keys with one implemented value (accepted at it, refused otherwise):", "",
+            "| key | value | why |", "|---|---|---|"]
+    out += [f"| `{k}` | `{show(v)}` | {r} |" for k, (v, r) in FIXED.items()]
+    out += ["", "Keys (and key prefixes) with no meaning here, refused:", "",
+            "| key | why |", "|---|---|"]
+    out += [f"| `{k}` | {r} |" for k, r in REFUSED.items()]
+    return "\n".join(out) + "\n"
+
+
+__all__ = [
+    "ConfigError", "DEFAULT_SIZE", "FIXED", "FLAG_KEYS", "KEYS", "NAMED", "OUR_KEYS",
+    "Provenance", "REFERENCE_KEYS", "REFUSED", "describe", "dotted_json", "dump",
+    "flatten", "from_dotted", "from_mapping", "load_file", "markdown_tables", "parse_set",
+    "resolve", "rewrite_key_flags", "to_dotted", "validate", "with_sets",
+]

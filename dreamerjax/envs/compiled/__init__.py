@@ -1,0 +1,1 @@
+"""Suites written in JAX that step inside the compiled training program."""

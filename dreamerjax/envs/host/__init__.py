@@ -1,0 +1,1 @@
+"""Suites that step on the host (Python) beside the compiled updates."""

@@ -1,0 +1,383 @@
+"""Checkpoints of the training state with orbax: run_dir/checkpoints/<index>/{state,meta}.
+
+`state` is the driver's whole SeedState pytree (every seed, arrays incl. typed PRNG keys,
+which orbax saves and restores as such); `meta` is a JSON dict (config, seeds, rows,
+updates, log index, the byte offsets of records.jsonl / episodes.jsonl at this log point,
+callback states, wall time). orbax writes
+<index>.orbax-checkpoint-tmp first and renames it to <index> when complete, so an
+interrupted save never leaves a directory that `latest` would pick; save() removes
+temporary directories left by a failed or killed save. The last KEEP checkpoints are
+kept. Nothing is written outside run_dir/checkpoints.
+
+What we write is checked as well as orbax's own commit markers: after orbax commits a
+checkpoint, save() writes MANIFEST (every file's size and sha256, through a temporary file
+and a rename) into it; `latest_good` verifies the manifest and orbax's metadata before a
+resume, skips (with a one-line warning) a checkpoint that was truncated or changed on disk,
+and `set_aside` moves such a checkpoint to run_dir/damaged/ rather than deleting it. The
+saved meta says a manifest follows, so a checkpoint whose save was killed between orbax's
+commit and the manifest counts as damaged too; one written before manifests existed is
+checked by orbax alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from dreamerjax.run import testhooks
+from dreamerjax.run.records import flatten, to_jsonable
+
+CHECKPOINT_DIR = "checkpoints"
+KEEP = 2
+MANIFEST = "MANIFEST.dreamerjax.json"  # inside <index>/, next to orbax's items
+MANIFEST_KEY = "_manifest"  # in the saved meta: a MANIFEST follows (read_meta drops it)
+DAMAGED_DIR = "damaged"  # run_dir/damaged/<index>-<time>: checkpoints set aside on resume
+# Config keys (dotted) that may differ between a checkpoint and the resuming run: neither
+# changes a shape nor the algorithm. run.steps may only grow (checked separately).
+RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel"})
+
+
+def _ocp():
+    import orbax.checkpoint as ocp
+
+    return ocp
+
+
+def _manager(run_dir: str | os.PathLike, *, read_only: bool = False):
+    ocp = _ocp()
+    directory = (Path(run_dir) / CHECKPOINT_DIR).absolute()
+    if read_only and not directory.is_dir():
+        return None
+    # Readers open the directory without create; orbax's read_only mode only adds warnings.
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=KEEP, enable_async_checkpointing=False, create=not read_only)
+    return ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
+
+
+def _remove_partial(run_dir: str | os.PathLike, settle_s: float = 0.0) -> None:
+    """Delete unfinished checkpoint directories (<index>.orbax-checkpoint-tmp...).
+
+    Only this run writes under run_dir/checkpoints, so any temporary directory there is a
+    leftover. After a failed save, tensorstore may still finish writes already issued;
+    settle_s keeps removing until the directory stays gone that long.
+    """
+    from orbax.checkpoint._src.path.atomicity_types import TMP_DIR_SUFFIX
+
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    deadline = time.monotonic() + 10 * settle_s
+    while True:
+        for path in directory.glob(f"*{TMP_DIR_SUFFIX}*"):
+            shutil.rmtree(path, ignore_errors=True)
+        if settle_s <= 0 or time.monotonic() > deadline:
+            return
+        time.sleep(settle_s)
+        if not any(directory.glob(f"*{TMP_DIR_SUFFIX}*")):
+            return
+
+
+def _join_until(thread: threading.Thread, deadline: float) -> None:
+    """Join a thread until the deadline. threading.enumerate() also lists threads whose
+    start() has not reached them yet, and joining one of those raises instead of waiting
+    (under load it did, and hid the save's own error): wait for it to start first."""
+    while time.monotonic() < deadline:
+        try:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # "cannot join thread before it is started"
+            time.sleep(0.01)
+
+
+def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> Path:
+    """Write checkpoint `index` (state pytree + JSON meta); keep the last KEEP.
+
+    Returns the checkpoint's directory. Raises if `index` already exists. meta is made
+    strict JSON (non-finite floats -> null, numpy scalars -> numbers).
+    """
+    ocp = _ocp()
+    index = int(index)
+    meta = to_jsonable(dict(meta) | {MANIFEST_KEY: True})
+    target = Path(run_dir) / CHECKPOINT_DIR / str(index)
+    if target.exists():
+        raise FileExistsError(f"checkpoint {target} already exists")
+    if jax.process_index() == 0:  # in a multi-host run, one process tidies the directory
+        _remove_partial(run_dir)
+    sync("dreamerjax_checkpoint_tidy")
+    manager = _manager(run_dir)
+    testhooks.point("checkpoint", index)
+    threads = set(threading.enumerate())
+    try:
+        try:
+            manager.save(index, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+            manager.wait_until_finished()
+        finally:
+            manager.close()  # waits for writes still in flight
+    except BaseException:
+        # When one item fails, orbax's threads may still be writing the others: let them
+        # end before tidying (and before the interpreter exits under them, which makes
+        # them print tracebacks after the run's one-line error).
+        deadline = time.monotonic() + 20  # idle pool workers never end: bounded
+        for thread in set(threading.enumerate()) - threads:
+            _join_until(thread, deadline)
+        _remove_partial(run_dir, settle_s=0.2)
+        raise
+    sync("dreamerjax_checkpoint_saved")
+    if not target.is_dir():
+        raise RuntimeError(f"orbax did not write {target}")
+    testhooks.point("manifest", index)
+    if jax.process_index() == 0:
+        write_manifest(target)
+    sync("dreamerjax_checkpoint_manifest")
+    return target
+
+
+def _file_digests(directory: Path, sync_files: bool = False) -> dict[str, dict]:
+    """{relative path: {"bytes", "sha256"}} of every file under directory except the
+    manifest; sync_files also fsyncs each file (orbax commits without it)."""
+    out = {}
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.startswith(MANIFEST):
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+            if sync_files:
+                os.fsync(f.fileno())
+        out[path.relative_to(directory).as_posix()] = {
+            "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    return out
+
+
+def write_manifest(directory: str | os.PathLike) -> Path:
+    """MANIFEST of a committed checkpoint directory (atomic: temporary file + rename)."""
+    directory = Path(directory)
+    path = directory / MANIFEST
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "files": _file_digests(directory, sync_files=True)}, f,
+                  indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself
+    finally:
+        os.close(fd)
+    return path
+
+
+def verify(run_dir: str | os.PathLike, index: int) -> str | None:
+    """None when checkpoint `index` is whole, else what is wrong with it (one phrase): a
+    file of its manifest missing, of another size or sha256; orbax's metadata unreadable;
+    the manifest its meta promises missing (a save killed before it was written)."""
+    directory = Path(run_dir) / CHECKPOINT_DIR / str(int(index))
+    if not directory.is_dir():
+        return "missing"
+    manifest = directory / MANIFEST
+    if manifest.exists():
+        try:
+            want = json.loads(manifest.read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"unreadable {MANIFEST} ({e})"
+        have = _file_digests(directory)
+        for name, entry in sorted(want.items()):
+            got = have.get(name)
+            if got is None:
+                return f"{name} is missing"
+            if got["bytes"] != entry["bytes"]:
+                return f"{name} has {got['bytes']} bytes, {entry['bytes']} were written"
+            if got["sha256"] != entry["sha256"]:
+                return f"{name} does not match its sha256"
+    try:
+        raw = _read_raw_meta(run_dir, index)
+    except Exception as e:  # noqa: BLE001 - any failure to read means damaged
+        return f"orbax cannot read it ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+    if raw.get(MANIFEST_KEY) and not manifest.exists():
+        return f"its save did not finish ({MANIFEST} missing)"
+    return None
+
+
+class NoGoodCheckpoint(ValueError):
+    """Every checkpoint of a run is damaged (nothing was deleted)."""
+
+
+def _step_dirs(run_dir: str | os.PathLike) -> list[int]:
+    directory = Path(run_dir) / CHECKPOINT_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def latest_good(run_dir: str | os.PathLike, warn=None
+                ) -> tuple[tuple[int, dict] | None, list[int]]:
+    """((index, meta) of the newest checkpoint that verifies, or None when the run has no
+    checkpoint; the newer damaged indices). Each damaged one skipped is a one-line
+    warning; NoGoodCheckpoint when there are checkpoints and none verifies."""
+    warn = warn or (lambda msg: print(msg, file=sys.stderr))
+    found = _step_dirs(run_dir)
+    damaged: list[tuple[int, str]] = []
+    for index in reversed(found):
+        problem = verify(run_dir, index)
+        if problem is None:
+            for bad, why in damaged:
+                warn(f"dreamerjax: warning: checkpoint {bad} of {run_dir} is damaged ({why}); "
+                     f"resuming from checkpoint {index}")
+            return (index, read_meta(run_dir, index)), [i for i, _ in damaged]
+        damaged.append((index, problem))
+    if damaged:
+        raise NoGoodCheckpoint(
+            f"no good checkpoint in {Path(run_dir) / CHECKPOINT_DIR}: "
+            + "; ".join(f"{i}: {why}" for i, why in damaged)
+            + ". Nothing was deleted; the run cannot be resumed from these files")
+    return None, []
+
+
+def set_aside(run_dir: str | os.PathLike, damaged: Iterable[int]) -> list[Path]:
+    """Move damaged checkpoints to run_dir/damaged/<index>-<unix time> (kept for a
+    post-mortem, out of orbax's sight so the run can save that index again)."""
+    out = []
+    for index in damaged:
+        src = Path(run_dir) / CHECKPOINT_DIR / str(int(index))
+        stamp = int(time.time())
+        dst = Path(run_dir) / DAMAGED_DIR / f"{int(index)}-{stamp}"
+        while dst.exists():  # the same index set aside twice within a second
+            stamp += 1
+            dst = dst.with_name(f"{int(index)}-{stamp}")
+        dst.parent.mkdir(exist_ok=True)
+        os.replace(src, dst)
+        out.append(dst)
+    return out
+
+
+def sync(name: str) -> None:
+    """Barrier across the processes of a multi-host run (nothing to do in one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        from dreamerjax.run import distributed
+        distributed.barrier(name)
+        multihost_utils.sync_global_devices(name)
+
+
+def indices(run_dir: str | os.PathLike) -> list[int]:
+    """The complete checkpoints of run_dir, oldest first."""
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        return []
+    try:
+        return sorted(int(s) for s in manager.all_steps())
+    finally:
+        manager.close()
+
+
+def read_meta(run_dir: str | os.PathLike, index: int) -> dict:
+    meta = _read_raw_meta(run_dir, index)
+    meta.pop(MANIFEST_KEY, None)
+    return meta
+
+
+def _read_raw_meta(run_dir: str | os.PathLike, index: int) -> dict:
+    ocp = _ocp()
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        raise FileNotFoundError(f"no checkpoints under {run_dir}")
+    try:
+        out = manager.restore(int(index), args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return dict(out["meta"])
+    finally:
+        manager.close()
+
+
+def latest(run_dir: str | os.PathLike) -> tuple[int, dict] | None:
+    """(index, meta) of the newest complete checkpoint, or None if there is none."""
+    found = indices(run_dir)
+    if not found:
+        return None
+    return found[-1], read_meta(run_dir, found[-1])
+
+
+def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] | None:
+    """latest_good's (index, meta) for readers that only load (eval, load_policy, export):
+    a damaged newest checkpoint is skipped with a one-line warning and left in place (only
+    a resuming writer sets it aside); NoGoodCheckpoint when none verifies."""
+    return latest_good(run_dir, warn)[0]
+
+
+def _abstract(x: Any) -> Any:
+    """A restore target leaf: shape, dtype and (for jax arrays) sharding of x."""
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return x
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    return x
+
+
+def restore(run_dir: str | os.PathLike, index: int, target_state: Any) -> Any:
+    """The state of checkpoint `index`, in the structure, dtypes and shardings of
+    target_state (a pytree of arrays or jax.ShapeDtypeStruct, e.g. a fresh init)."""
+    ocp = _ocp()
+    manager = _manager(run_dir, read_only=True)
+    if manager is None:
+        raise FileNotFoundError(f"no checkpoints under {run_dir}")
+    target = jax.tree.map(_abstract, target_state)
+    try:
+        out = manager.restore(int(index), args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target)))
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(
+            f"checkpoint {index} of {run_dir} does not fit the target state (was it "
+            f"written by another config or version?): {e}") from e
+    finally:
+        manager.close()
+    return out["state"]
+
+
+def _flatten(d: Mapping) -> dict[str, Any]:
+    """Config dict -> {'run.steps': ...}; tuples compare equal to the lists JSON gives."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in flatten(d, ".").items()}
+
+
+def check_compatible(saved_config: Mapping, config: Mapping,
+                     allowed: Iterable[str] = RESUMABLE_KEYS) -> None:
+    """Raise ValueError naming every key where `config` may not resume `saved_config`.
+
+    Both are nested config dicts (Config.to_dict(), plus whatever the caller adds). Only
+    the dotted keys in `allowed` may differ and run.steps may not shrink (growing it grows
+    a derived replay ring, driver.restore_run). A key the checkpoint's config lacks (a
+    field added since it was written) is compatible when the run uses its default.
+    """
+    from dreamerjax.config.defaults import Config
+
+    old, new = _flatten(saved_config), _flatten(config)
+    defaults = _flatten(Config().to_dict())
+    allowed = set(allowed)
+    problems = []
+    for key in sorted(set(old) | set(new)):
+        if key in allowed:
+            continue
+        if key not in new:
+            problems.append(f"{key}: {old[key]!r} in the checkpoint, missing now")
+        elif key not in old:
+            if key not in defaults or defaults[key] != new[key]:
+                problems.append(f"{key}: missing in the checkpoint, {new[key]!r} now")
+        elif old[key] != new[key]:
+            problems.append(f"{key}: {old[key]!r} in the checkpoint, {new[key]!r} now")
+    if "run.steps" in old and "run.steps" in new:
+        if int(new["run.steps"]) < int(old["run.steps"]):
+            problems.append(f"run.steps: {old['run.steps']} in the checkpoint, "
+                            f"{new['run.steps']} now (steps may only grow on resume)")
+    if problems:
+        raise ValueError("checkpoint comes from an incompatible config:\n  "
+                         + "\n  ".join(problems))

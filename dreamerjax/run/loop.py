@@ -1,0 +1,302 @@
+"""The per-seed training functions: pure, jittable, vmapped over seeds by the driver.
+
+One tick = every env of a seed takes one step: the policy acts on the current rows, the
+rows (with the action and the posterior latent) enter the replay, the updates that the
+train-ratio schedule owes at this tick run, then the envs step to the next rows.
+`run_chunk` scans the ticks of one log interval for a batch of seeds; `evaluate` plays
+fresh evaluation episodes. Nothing here does I/O; dreamerjax/driver.py runs these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dreamerjax import envs as envs_lib
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo.numerics import TWOHOT_MEANS
+from dreamerjax.config import keys as configs
+from dreamerjax.config.defaults import (
+    Config,
+    RunConfig,
+    agent_config,
+    replay_rows_per_env,
+    tiny_agent_config,
+    with_cnn,
+)
+from dreamerjax.data import metric_window, schema
+from dreamerjax.data import replay as replay_lib
+from dreamerjax.data import schedule as schedule_lib
+
+f32 = jnp.float32
+
+
+@flax.struct.dataclass
+class SeedState:
+    """Everything one seed's run carries between ticks (leading seed axis when batched)."""
+
+    agent: agent_lib.AgentState
+    replay: Any  # replay_lib.ReplayState
+    env: Any  # envs_lib.CollectorState, leading [num_envs]
+    row: dict  # the current row of every env, [num_envs, ...]
+    carry: dict  # policy carry {deter, stoch, action}, [num_envs, ...]
+    key: jax.Array
+    window: dict  # metric_window state of the current log interval
+    bad_update: jax.Array  # int32: first update index with a non-finite loss, -1 if none
+    updates: jax.Array  # int32: updates done
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static description of a run: config, env spec, agent spaces, replay capacity."""
+
+    config: Config
+    spec: Any
+    spaces: agent_lib.Spaces
+    capacity: int  # replay rows per env
+    ticks_per_log: int
+
+    @property
+    def run(self) -> RunConfig:
+        return self.config.run
+
+    @property
+    def window_length(self) -> int:
+        """Rows of one replayed sequence: batch_length + replay_context."""
+        return self.run.batch_length + self.run.replay_context
+
+
+# ----------------------------------------------------------------------------- setup
+
+
+def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
+                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
+                twohot_mean: str | None = None, **run_overrides) -> Config:
+    """A Config from the common run options (the Python API's shorthand)."""
+    acfg = tiny_agent_config() if tiny else agent_config(size)
+    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
+    if twohot_mean is not None:
+        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
+    run = dataclasses.replace(RunConfig(env=env), **run_overrides)
+    return Config(agent=acfg, run=run, size="tiny" if tiny else size)
+
+
+def replay_capacity(run: RunConfig) -> int:
+    """Replay rows per env: replay.size over the envs, but no more than the run fills
+    (config.replay_rows_per_env; every row of a run shorter than the replay is kept, as in
+    the reference's 5e6-row replay); growing --steps on resume then grows the ring. An
+    explicit run.replay_capacity is fixed."""
+    return replay_rows_per_env(run)
+
+
+def make_setup(config: Config) -> Setup:
+    """Validate the config against the env before anything compiles."""
+    configs.validate(config)  # every key's check, for the Python API as for the CLI
+    run = config.run
+    if not envs_lib.parse_env_id(run.env)[0].compiled:  # host envs: dreamerjax/host_driver.py
+        from dreamerjax.run.host_trainer import make_host_setup
+        return make_host_setup(config)
+    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
+                             **envs_lib.suite_options(config.env, run.env))
+    spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
+    capacity = check_run(config, spaces)
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
+
+
+def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
+    """The checks of every run against its spaces, before compiling (compiled and host
+    suites alike): the CNN geometry of each encoded image key, the two-hot summation, the
+    log points, the replay against one sequence. Returns the replay capacity."""
+    from dreamerjax.algo import nets
+
+    run = config.run
+    for name in spaces.enc_image_keys:
+        nets.cnn_strides(config.agent.enc, spaces.obs_dict()[name][0][0])
+    if config.agent.twohot_mean not in TWOHOT_MEANS:
+        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
+                         f"{', '.join(TWOHOT_MEANS)}")
+    schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
+    capacity = replay_capacity(run)
+    length = run.batch_length + run.replay_context
+    if capacity < length:
+        raise ValueError(
+            f"replay capacity {capacity} rows per env is shorter than one batch row "
+            f"sequence ({length} = batch_length {run.batch_length} + context "
+            f"{run.replay_context}); raise --steps or replay_capacity")
+    return capacity
+
+
+def updates_per_tick(setup: Setup) -> np.ndarray:
+    """Updates owed after each tick of the whole run (exact reference schedule)."""
+    run = setup.run
+    sched = schedule_lib.schedule_from_config(run)
+    ticks = np.arange(run.steps // run.num_envs)
+    # One jitted program, not the vmap's ops one by one: 18 MiB less RSS for the whole
+    # run's 1,250 ticks (docs/performance.md, "Memory"); the same integers.
+    owed = jax.jit(jax.vmap(lambda t: schedule_lib.updates_owed(sched, t)))
+    return np.asarray(owed(ticks), np.int32)
+
+
+def example_batch(setup: Setup) -> dict:
+    """ShapeDtypeStructs of one training batch."""
+    rssm = setup.config.agent.rssm
+    return schema.batch_spec(setup.spaces, rssm.deter, rssm.stoch, setup.run.batch_size,
+                             setup.window_length)
+
+
+def metric_names(setup: Setup) -> tuple[str, ...]:
+    """Metric names of one update, found by tracing (no compile)."""
+    state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
+                           jax.random.PRNGKey(0))
+    _, _, mets = jax.eval_shape(
+        lambda s, b: agent_lib.update(s, setup.config.agent, setup.spaces, b,
+                                      jax.random.PRNGKey(0)), state, example_batch(setup))
+    return tuple(sorted(mets))
+
+
+# ----------------------------------------------------------------------------- per seed
+
+
+def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
+    """A fresh seed: agent from its own key chain, reset envs, empty replay."""
+    run, cfg = setup.run, setup.config.agent
+    k_agent, k_env, k_run = jax.random.split(key, 3)
+    agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+        jax.random.split(k_env, run.num_envs))
+    example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
+                                                  cfg.rssm.stoch))
+    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
+                                    setup.window_length)
+    carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
+    return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
+                     key=k_run, window=metric_window.init(names),
+                     bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
+
+
+def act_and_step(setup: Setup, params, carry, row, env, k_pol, k_env, mode: bool = False):
+    """The acting step shared by training and evaluation: the policy on the current rows
+    [n], then every env steps. Returns (the rows to store, with the action taken and the
+    posterior latent; carry; env; next rows; episode ends [n]). The stored action is zeroed
+    on is_last rows, where the env resets and ignores it. mode: act with the mode of the
+    latent and action distributions instead of samples."""
+    act, carry, latent = agent_lib.policy(
+        params, setup.config.agent, setup.spaces, carry, row["obs"], row["is_first"], k_pol,
+        mode)
+    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
+    env_keys = jax.random.split(k_env, row["is_first"].shape[0])
+    env, new_row, ends = jax.vmap(
+        lambda st, a, k: envs_lib.collector_step(setup.spec, st, a, k))(
+        env, stored["action"], env_keys)
+    return stored, carry, env, new_row, ends
+
+
+def act_and_store(setup: Setup, s: SeedState):
+    """Policy on the current rows, store them in the replay, step the envs.
+    Returns (state, episode ends [num_envs])."""
+    key, k_pol, k_env = jax.random.split(s.key, 3)
+    stored, carry, env, new_row, ends = act_and_step(
+        setup, s.agent.params, s.carry, s.row, s.env, k_pol, k_env)
+    replay = replay_lib.replay_add(s.replay, stored)
+    return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
+
+
+def seed_loop(setup: Setup) -> str:
+    """run.seed_loop resolved for the running backend: "vmap" or "map" ("auto" is "map" on
+    XLA:CPU, whose vmapped convolutions take its naive emitter, and "vmap" elsewhere)."""
+    how = setup.run.seed_loop
+    if how == "auto":
+        return "map" if jax.default_backend() == "cpu" else "vmap"
+    return how
+
+
+def with_run(setup: Setup, **changes) -> Setup:
+    """The setup with run config fields replaced (fields that do not change its shapes)."""
+    config = dataclasses.replace(setup.config, run=dataclasses.replace(setup.run, **changes))
+    return dataclasses.replace(setup, config=config)
+
+
+def over_seeds(setup: Setup, fn, *args):
+    """fn applied to each seed's slice of args (leading seed axis), as run.seed_loop says:
+    vmapped into one batched program, or one seed after another (lax.map) inside it. Each
+    seed's numbers are its own either way; only the program's layout differs."""
+    if seed_loop(setup) == "map":
+        return jax.lax.map(lambda a: fn(*a), args)
+    return jax.vmap(fn)(*args)
+
+
+def train_once(setup: Setup, s: SeedState) -> SeedState:
+    """Sample a batch (online queue first), update, write the latents back."""
+    run, cfg = setup.run, setup.config.agent
+    key, k_sample, k_update = jax.random.split(s.key, 3)
+    replay, batch, index = replay_lib.replay_sample(
+        s.replay, k_sample, run.batch_size, setup.window_length)
+    agent_state, outs, mets = agent_lib.update(s.agent, cfg, setup.spaces, batch, k_update)
+    replay = replay_lib.replay_write_latents(
+        replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
+    ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])
+    bad = jnp.where((s.bad_update < 0) & ~ok, s.updates, s.bad_update)
+    return s.replace(agent=agent_state, replay=replay, key=key,
+                     window=metric_window.add(s.window, mets),
+                     bad_update=bad, updates=s.updates + 1)
+
+
+def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
+    """Scan over the ticks of one log interval. states has a leading seed axis; updates_due
+    [ticks] is the number of updates due after each tick (shared by all seeds, so the update
+    loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
+
+    def tick(states, n):
+        states, ends = over_seeds(setup, lambda s: act_and_store(setup, s), states)
+        states = jax.lax.fori_loop(
+            0, n, lambda _, st: over_seeds(setup, lambda s: train_once(setup, s), st),
+            states)
+        return states, ends
+
+    return jax.lax.scan(tick, states, updates_due)
+
+
+def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False,
+             with_ticks: bool = False):
+    """Fresh envs, the first episode of each, up to the episode limit, with the given
+    params (sampling policy, or its mode). Returns (returns [episodes], lengths
+    [episodes]), and the ticks played when with_ticks.
+
+    A while loop that stops on the tick where the last episode ends (or at the episode
+    limit), not a scan over all episode_limit ticks: tick t uses the t-th of the same
+    split keys a full scan would, and an episode's return and length stop counting once
+    it is done, so the results are those of the full scan (tested) in fewer ticks.
+    Vmapped over seeds, the loop runs until every seed's episodes are done."""
+    cfg = setup.config.agent
+    k_init, k_run = jax.random.split(key)
+    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+        jax.random.split(k_init, episodes))
+    carry = agent_lib.policy_initial(cfg, setup.spaces, episodes)
+    zeros = jnp.zeros((episodes,), f32)
+    limit = setup.spec.episode_limit
+    keys = jax.random.split(k_run, limit)
+
+    def cond(c):
+        t, done = c[0], c[-1]
+        return (t < limit) & ~jnp.all(done)
+
+    def step(c):
+        t, env, row, carry, ret, length, done = c
+        k_pol, k_env = jax.random.split(keys[t])
+        _, carry, env, row, _ = act_and_step(setup, params, carry, row, env, k_pol, k_env,
+                                             mode)
+        live = ~done
+        ret = ret + jnp.where(live, row["reward"], 0.0)
+        length = length + live.astype(f32)
+        done = done | row["is_last"]
+        return t + 1, env, row, carry, ret, length, done
+
+    init = (jnp.zeros((), jnp.int32), env, row, carry, zeros, zeros,
+            jnp.zeros((episodes,), bool))
+    ticks, _, _, _, ret, length, _ = jax.lax.while_loop(cond, step, init)
+    return (ret, length, ticks) if with_ticks else (ret, length)

@@ -1,0 +1,84 @@
+"""Memory before allocating: the replay's size, checked against what the machine has.
+
+The replay is the state's bulk: seeds x envs x capacity rows of schema.replay_row_spec
+(observation, reward, flags, action, posterior deter and stoch). driver.train refuses a
+run whose replay alone would not fit, with both figures, before anything is compiled or
+allocated; `dreamerjax info` prints the figure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+
+def row_bytes(setup) -> int:
+    """Bytes of one replay row of a Setup (schema.replay_row_spec, no leading axes)."""
+    import jax
+
+    from dreamerjax.data import schema
+
+    rssm = setup.config.agent.rssm
+    spec = schema.replay_row_spec(setup.spaces, rssm.deter, rssm.stoch)
+    return sum(math.prod(s.shape) * s.dtype.itemsize for s in jax.tree.leaves(spec))
+
+
+def replay_bytes(setup, num_seeds: int) -> int:
+    """seeds x envs x capacity x row bytes."""
+    return int(num_seeds) * setup.run.num_envs * setup.capacity * row_bytes(setup)
+
+
+def fmt(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def host_available() -> int:
+    """MemAvailable of /proc/meminfo (what can be allocated without swapping), else the
+    free physical pages."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def available(devices: int = 1) -> tuple[int, str]:
+    """(bytes free for the replay over `devices` devices, where that figure comes from).
+    Accelerators report their allocator's limit minus what is in use; the CPU backend's
+    arrays live in host memory."""
+    import jax
+
+    # This process's own devices: a multi-host run cannot query the others' memory.
+    devs = jax.local_devices()[:max(1, devices)]
+    stats = [d.memory_stats() if hasattr(d, "memory_stats") else None for d in devs]
+    if devs[0].platform != "cpu" and all(s and "bytes_limit" in s for s in stats):
+        free = min(s["bytes_limit"] - s.get("bytes_in_use", 0) for s in stats)
+        return free * len(devs), f"free on {len(devs)} {devs[0].platform} device(s)"
+    return host_available(), "available host memory (/proc/meminfo MemAvailable)"
+
+
+def describe(setup, num_seeds: int) -> str:
+    """One line: the replay's figure and its factors."""
+    return (f"replay: {num_seeds} seeds x {setup.run.num_envs} envs x {setup.capacity:,} "
+            f"rows x {row_bytes(setup):,} bytes = {fmt(replay_bytes(setup, num_seeds))}")
+
+
+def check_replay(setup, num_seeds: int, devices: int = 1) -> int:
+    """Raise MemoryError when the replay alone exceeds the memory free for it; returns
+    its size in bytes."""
+    need = replay_bytes(setup, num_seeds)
+    have, where = available(devices)
+    if need > have:
+        raise MemoryError(
+            f"{describe(setup, num_seeds)} does not fit: {fmt(have)} {where}. Lower "
+            "--steps (the replay keeps every row unless replay_capacity is set), "
+            "--num-envs or the number of seeds, or set run.replay_capacity")
+    return need

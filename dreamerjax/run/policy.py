@@ -1,0 +1,317 @@
+"""A trained policy as a product: load it from a run or from an exported file, and act.
+
+    policy = dreamerjax.load_policy("runs/cartpole", seed=0)   # or "cartpole.npz"
+    state = policy.init(batch_size=8)
+    action, state = policy.act({"vector": obs, "is_first": is_first}, state)
+
+`act` is the agent's acting step (agent.policy: encoder, RSSM posterior step, actor), jitted,
+batch-first: obs {key: [B, *shape]} (a bare array for a one-key observation), is_first [B]
+(optional; False), key (optional; else drawn from the state's key), mode "sample" or "mode".
+
+An exported file (`dreamerjax export RUN_DIR --seed S --out FILE.npz`) is a plain .npz: one
+array per parameter (`params/<module>/.../<name>`, one seed), and JSON strings with the
+dotted config, the agent's spaces and where it came from. No optimiser state, no replay, no
+pickle: it is read with numpy's allow_pickle=False, so loading never runs code from the
+file, and a file whose arrays do not fit its own config is refused with the reason.
+Loading from a run directory reads only the agent's parameters from the latest checkpoint
+(an orbax partial restore: the replay stays on disk).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dreamerjax.config import keys as configs
+from dreamerjax.config.defaults import Config
+
+FORMAT = "dreamerjax-policy/1"
+MODES = ("sample", "mode")
+
+
+class PolicyError(ValueError):
+    """A policy source (run directory or file) that cannot be loaded, with the reason."""
+
+
+# ---------------------------------------------------------------------------------------
+# The policy
+
+
+class Policy:
+    """One seed's trained actor and world model (the parts acting needs run jitted)."""
+
+    def __init__(self, config: Config, spaces, params: Mapping, seed: int = 0,
+                 source: str = ""):
+        self.config, self.spaces, self.seed, self.source = config, spaces, int(seed), source
+        self.params = jax.tree.map(jnp.asarray, dict(params))
+        self._act = jax.jit(functools.partial(_act, config.agent, spaces),
+                            static_argnames=("mode",))
+
+    def __repr__(self) -> str:
+        return (f"Policy(env={self.config.run.env!r}, size={self.config.size!r}, "
+                f"seed={self.seed}, obs={self.spaces.obs_keys}, source={self.source!r})")
+
+    def init(self, batch_size: int) -> dict:
+        """The state of batch_size fresh episodes: {carry: the agent's policy carry,
+        key: the sampling key (from the seed)}."""
+        from dreamerjax.algo import agent as agent_lib
+
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        carry = agent_lib.policy_initial(self.config.agent, self.spaces, int(batch_size))
+        return {"carry": carry, "key": jax.random.PRNGKey(self.seed)}
+
+    def act(self, obs: Any, state: Mapping, key: jax.Array | None = None,
+            mode: str = "sample") -> tuple[jax.Array, dict]:
+        """One step for every episode of the batch: (action [B] int32 | [B, A] float32 in
+        [-1, 1], new state). Without `key`, one is split off the state's key."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        obs, is_first = self._inputs(obs, state)
+        state = dict(state)
+        if key is None:
+            state["key"], key = jax.random.split(state["key"])
+        action, carry = self._act(self.params, state["carry"], obs, is_first, key,
+                                  mode=mode == "mode")
+        state["carry"] = carry
+        return action, state
+
+    def _inputs(self, obs: Any, state: Mapping) -> tuple[dict, jax.Array]:
+        batch = int(state["carry"]["deter"].shape[0])
+        if not isinstance(obs, Mapping):
+            if len(self.spaces.obs_keys) != 1:
+                raise ValueError(f"obs must be a dict with keys {self.spaces.obs_keys}")
+            obs = {self.spaces.obs_keys[0]: obs}
+        out = {}
+        for name, (shape, dtype) in self.spaces.obs_dict().items():
+            if name not in obs:
+                raise ValueError(f"obs lacks key {name!r} (the policy reads "
+                                 f"{self.spaces.obs_keys})")
+            x = jnp.asarray(obs[name])
+            if x.shape != (batch, *shape):
+                raise ValueError(f"obs[{name!r}] has shape {x.shape}, the policy needs "
+                                 f"{(batch, *shape)} (batch {batch} from the state)")
+            out[name] = x.astype(dtype)
+        first = obs.get("is_first")
+        is_first = (jnp.zeros((batch,), bool) if first is None
+                    else jnp.asarray(first).astype(bool).reshape(batch))
+        return out, is_first
+
+    # ----------------------------------------------------------------- file
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the policy file (.npz): params, config, spaces; nothing else."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise PolicyError(f"{path}: a policy file ends in .npz")
+        arrays = {f"params/{k}": np.asarray(v) for k, v in _flat_params(self.params).items()}
+        meta = {
+            "format": FORMAT,
+            "config": {k: list(v) if isinstance(v, tuple) else v
+                       for k, v in configs.to_dotted(self.config).items()},
+            "spaces": _spaces_to_json(self.spaces),
+            "seed": self.seed,
+            "source": self.source,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+        os.replace(tmp, path)
+        return path
+
+
+def _act(cfg, spaces, params, carry, obs, is_first, key, mode: bool):
+    from dreamerjax.algo import agent as agent_lib
+
+    action, carry, _ = agent_lib.policy(params, cfg, spaces, carry, obs, is_first, key, mode)
+    return action, carry
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def load_policy(source: str | os.PathLike, seed: int = 0) -> Policy:
+    """A Policy from a run directory (its latest checkpoint, seed `seed`) or from a file
+    written by `export` (seed is then the file's own)."""
+    path = Path(source)
+    if path.is_dir():
+        return _from_run(path, int(seed))
+    if path.is_file():
+        return _from_file(path)
+    raise PolicyError(f"{path}: no such run directory or policy file")
+
+
+def export(run_dir: str | os.PathLike, seed: int, out: str | os.PathLike) -> Path:
+    """Write seed `seed`'s policy of a run's latest checkpoint to `out` (.npz)."""
+    if not Path(run_dir).is_dir():
+        raise PolicyError(f"{run_dir}: no such run directory")
+    return _from_run(Path(run_dir), int(seed)).save(out)
+
+
+def _from_run(run_dir: Path, seed: int) -> Policy:
+    from dreamerjax.run import checkpoint as ckpt
+    from dreamerjax.run import loop as train_lib
+
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.is_file():
+        raise PolicyError(f"{run_dir}: no config.json (not a dreamerjax run directory)")
+    config = configs.from_mapping(configs.load_file(cfg_path), str(cfg_path))
+    seeds = [int(s) for s in json.loads(cfg_path.read_text()).get("seeds", [])]
+    if seed not in seeds:
+        raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
+    try:
+        found = ckpt.latest_verified(run_dir)
+    except ckpt.NoGoodCheckpoint as e:
+        raise PolicyError(str(e)) from e
+    if found is None:
+        raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
+    index = found[0]
+    spaces = train_lib.make_setup(config).spaces
+    stacked = stacked_params(run_dir, index, config, spaces, len(seeds))
+    params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)
+    return Policy(config, spaces, params, seed, source=f"{run_dir} checkpoint {index}")
+
+
+def stacked_params(run_dir: str | os.PathLike, index: int, config: Config, spaces,
+                   num_seeds: int) -> dict:
+    """Every seed's agent params [seeds, ...] of checkpoint `index`, read alone (the
+    evaluation path of `dreamerjax eval` and load_policy)."""
+    return _restore_params(Path(run_dir), int(index), _param_shapes(config, spaces),
+                           num_seeds)
+
+
+def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> dict:
+    """The agent's params [seeds, ...] of checkpoint `index`, read alone (orbax partial
+    restore of the agent's params in the `state` item, or of an `agent` item)."""
+    import orbax.checkpoint as ocp
+
+    from dreamerjax.run import checkpoint as ckpt
+
+    base = (run_dir / ckpt.CHECKPOINT_DIR / str(index)).absolute()
+    target = jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct((num_seeds, *s.shape), s.dtype), want)
+    local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    for item, nest in (("agent", ("params",)), ("state", ("agent", "params"))):
+        path = base / item
+        if not path.is_dir():
+            continue
+        item_target: Any = target
+        for part in reversed(nest):
+            item_target = {part: item_target}
+        args = ocp.args.PyTreeRestore(
+            item=item_target, partial_restore=True,
+            restore_args=jax.tree.map(lambda _: ocp.ArrayRestoreArgs(sharding=local),
+                                      item_target))
+        try:
+            out = ocp.PyTreeCheckpointer().restore(path, args=args)
+        except (ValueError, KeyError, TypeError) as e:
+            raise PolicyError(f"{base}: the agent's parameters do not fit the run's config "
+                              f"({str(e).splitlines()[0]})") from None
+        for part in nest:
+            out = out[part]
+        return out
+    raise PolicyError(f"{base}: holds no agent state")
+
+
+def _from_file(path: Path) -> Policy:
+    if not zipfile.is_zipfile(path):
+        raise PolicyError(f"{path}: not a policy file (.npz is a zip archive)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise PolicyError(f"{path}: not a policy file (.npz): {e}") from None
+    except ValueError as e:  # an object array: would need pickle
+        raise PolicyError(f"{path}: refused: {e}") from None
+    if "__meta__" not in arrays:
+        raise PolicyError(f"{path}: not a dreamerjax policy file (no __meta__ entry)")
+    try:
+        meta = json.loads(str(arrays.pop("__meta__")))
+    except json.JSONDecodeError as e:
+        raise PolicyError(f"{path}: __meta__ is not JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise PolicyError(f"{path}: format {got!r}, this version reads {FORMAT!r}")
+    for field in ("config", "spaces", "seed"):
+        if field not in meta:
+            raise PolicyError(f"{path}: __meta__ lacks {field!r}")
+    try:
+        config = configs.from_mapping(meta["config"], f"{path} config")
+    except configs.ConfigError as e:
+        raise PolicyError(f"{path}: {e}") from None
+    spaces = _spaces_from_json(meta["spaces"], path)
+    want = _flat_params(_param_shapes(config, spaces))
+    got = {k.removeprefix("params/"): v for k, v in arrays.items()}
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    if missing or extra:
+        raise PolicyError(f"{path}: parameters do not fit its config: missing {missing[:3]}"
+                          f"{' ...' if len(missing) > 3 else ''}, unexpected {extra[:3]}"
+                          f"{' ...' if len(extra) > 3 else ''}")
+    for name, spec in want.items():
+        arr = got[name]
+        if arr.shape != spec.shape or arr.dtype != spec.dtype:
+            raise PolicyError(f"{path}: params/{name} is {arr.dtype}{list(arr.shape)}, its "
+                              f"config needs {spec.dtype}{list(spec.shape)}")
+        if not np.all(np.isfinite(arr)):
+            raise PolicyError(f"{path}: params/{name} holds non-finite values")
+    return Policy(config, spaces, _unflatten(got), int(meta["seed"]), source=str(path))
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+
+def _param_shapes(config: Config, spaces) -> dict:
+    from dreamerjax.algo import agent as agent_lib
+
+    return jax.eval_shape(lambda k: agent_lib.init_params(k, config.agent, spaces),
+                          jax.random.PRNGKey(0))
+
+
+def _flat_params(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flat_params(v, name + "/"))
+        else:
+            out[name] = v
+    return out
+
+
+def _unflatten(flat: Mapping[str, Any]) -> dict:
+    out: dict = {}
+    for name, v in flat.items():
+        node = out
+        *parents, last = name.split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = v
+    return out
+
+
+def _spaces_to_json(spaces) -> dict:
+    return {"obs": [[n, list(s), t] for n, s, t in spaces.obs],
+            "act_discrete": bool(spaces.act_discrete), "act_dim": int(spaces.act_dim),
+            "enc_spaces": spaces.enc_spaces, "dec_spaces": spaces.dec_spaces}
+
+
+def _spaces_from_json(d: Any, path: Path):
+    from dreamerjax.algo import agent as agent_lib
+
+    try:
+        obs = tuple((str(n), tuple(int(x) for x in s), str(t)) for n, s, t in d["obs"])
+        return agent_lib.Spaces(obs, bool(d["act_discrete"]), int(d["act_dim"]),
+                                str(d["enc_spaces"]), str(d["dec_spaces"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise PolicyError(f"{path}: bad spaces entry: {e}") from None

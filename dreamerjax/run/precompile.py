@@ -1,0 +1,167 @@
+"""Compile a run's programs in a short-lived child process, so the training process
+loads them from the persistent compilation cache instead of compiling them.
+
+XLA's compile of the chunk (the update inside it) is the peak of a training process:
+for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs about
+350 MiB (docs/performance.md, "Memory"). A process never gives that peak back, so
+driver.train first runs `python -m dreamerjax.run.precompile` in a child: the child builds
+the same Trainer, lowers and compiles every jitted function of the run (init, chunk,
+evaluation, report) with the run's shapes and shardings into the persistent cache, and
+exits; the training process then finds each executable in the cache.
+
+Nothing it does can change a result: the parent runs the executables XLA compiled for
+the very same programs, and where anything differs (another flag, another jax config) the
+parent's lookup misses and it compiles as before. Skipped when the cache is off
+(--no-compile-cache), for host envs (host_driver), for multi-process runs, and when
+DREAMERJAX_PRECOMPILE=0. A child that fails is reported on stderr and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+ENV = "DREAMERJAX_PRECOMPILE"
+TRIM_ENV = "DREAMERJAX_MALLOC_TRIM"
+TRIM_AFTER_S = 0.5  # compiles (or cache loads) at least this long are followed by a trim
+_trimming = False
+
+
+def wanted(compile_cache: bool) -> bool:
+    """Whether driver.train runs the child: the cache on and DREAMERJAX_PRECOMPILE not 0."""
+    return compile_cache and os.environ.get(ENV, "1") != "0"
+
+
+def compile_trainer(trainer, report: bool = True) -> dict:
+    """Lower and compile every jitted function of a driver.Trainer with the arguments
+    driver.train passes them (abstract: nothing is computed). Returns seconds per name."""
+    import jax
+    import numpy as np
+
+    secs = {}
+
+    def timed(name, fn, *args):
+        t = time.perf_counter()
+        fn.lower(*args).compile()
+        secs[name] = time.perf_counter() - t
+
+    keys = trainer._keys()
+    timed("init", trainer._init, keys)
+    states = trainer.abstract_state()
+    due = np.asarray(trainer.updates_due[:trainer.setup.ticks_per_log])
+    timed("chunk", trainer._chunk, states, due)
+    timed("eval", trainer._eval, states.agent.params, keys, False)
+    if report:
+        key = np.asarray(jax.random.PRNGKey(0))
+        timed("report", trainer._report, states, key)
+    return secs
+
+
+def child(spec: dict) -> dict:
+    """The child's work: the spec's Trainer compiled into the spec's cache directory."""
+    import jax
+
+    from dreamerjax.config.defaults import from_dict
+    from dreamerjax.run import driver
+    from dreamerjax.run import loop as train_lib
+
+    jax.config.update("jax_compilation_cache_dir", spec["cache_dir"])
+    # Store every program, small ones too: the parent reads whatever is there.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    setup = train_lib.make_setup(from_dict(spec["config"]))
+    trainer = driver.Trainer(setup, tuple(spec["seeds"]), int(spec["devices"]))
+    secs = compile_trainer(trainer, bool(spec.get("report", True)))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": secs, "peak_rss_mib": peak}
+
+
+def precompile(setup, seeds, devices: int = 1, report: bool = True,
+               timeout: float | None = None) -> dict | None:
+    """Fill the persistent cache with the programs of a run of `setup` (train.Setup) from
+    a child process. Returns the child's figures (seconds per function, its peak RSS, wall
+    seconds), or None when skipped (no cache directory, several processes, host envs) or
+    the child failed."""
+    import jax
+
+    from dreamerjax.run import host_trainer as host_driver
+
+    cache_dir = _cache_dir()
+    if not cache_dir or jax.process_count() > 1 or host_driver.is_host_setup(setup):
+        return None
+    spec = {"config": setup.config.to_dict(), "seeds": [int(s) for s in seeds],
+            "devices": int(devices), "report": bool(report), "cache_dir": str(cache_dir)}
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dreamerjax.run.precompile"],
+                              input=json.dumps(spec), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"dreamerjax: warning: precompile child failed ({e}); compiling here",
+              file=sys.stderr)
+        return None
+    if proc.returncode:
+        tail = " ".join(proc.stderr.strip().splitlines()[-3:])
+        print(f"dreamerjax: warning: precompile child exited {proc.returncode} ({tail}); "
+              "compiling here", file=sys.stderr)
+        return None
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["wall_s"] = time.perf_counter() - t
+    trim_after_compiles()
+    return out
+
+
+def _cache_dir() -> str | None:
+    import jax
+    return jax.config.jax_compilation_cache_dir
+
+
+def malloc_trim() -> bool:
+    """Give glibc's freed heap pages back to the system (malloc_trim(0)); False where
+    there is no glibc. Loading an executable from the cache allocates and frees about
+    0.4 GiB (the 1m chunk), which glibc otherwise keeps as RSS under what comes next."""
+    import ctypes
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def before_chunk() -> None:
+    """malloc_trim before a log interval's chunk, once trim_after_compiles is on: the log
+    point before it (evaluation, report, checkpoint) leaves freed heap that the chunk's
+    update temporaries would otherwise land on top of (1 seed: 1,148 -> 1,109 MiB)."""
+    if _trimming:
+        malloc_trim()
+
+
+def trim_after_compiles() -> None:
+    """From now on, malloc_trim after every XLA compile or cache load that took at least
+    TRIM_AFTER_S (jax.monitoring's backend-compile event; once per process; not when
+    DREAMERJAX_MALLOC_TRIM=0). It changes where freed memory goes, not what is computed."""
+    global _trimming
+    if _trimming or os.environ.get(TRIM_ENV, "1") == "0":
+        return
+    import jax
+
+    def listener(event: str, duration: float, **_) -> None:
+        if event.endswith("backend_compile_duration") and duration >= TRIM_AFTER_S:
+            malloc_trim()
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    _trimming = True
+    malloc_trim()
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    print(json.dumps(child(spec)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,433 @@
+"""Host-side run records: JSONL files and TensorBoard scalars.
+
+A run directory holds
+
+    config.json      the resolved config (sorted keys, indented)
+    records.jsonl    one line per seed per log point (protocol section 5.1)
+    episodes.jsonl   one line per finished training episode
+    tb/seed_{s}/     TensorBoard event files, one writer per seed
+    checkpoints/     see checkpoint.py
+
+Every JSON value written here is strict JSON: NaN and +-inf become null, numpy and JAX
+scalars become Python numbers. Lines are flushed and fsynced on every call; `positions()`
+records how far the files go so a resumed run can cut off what was written after its
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dreamerjax.run import testhooks
+
+RECORDS_FILE = "records.jsonl"
+EPISODES_FILE = "episodes.jsonl"
+CONFIG_FILE = "config.json"
+TB_DIR = "tb"
+
+
+
+# ---------------------------------------------------------------------------------------
+# JSON helpers
+
+
+def to_jsonable(value: Any) -> Any:
+    """A copy of `value` that json.dumps(allow_nan=False) accepts.
+
+    Non-finite floats -> None; numpy / JAX scalars and arrays -> Python numbers and lists;
+    tuples -> lists; mapping keys -> str.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "__array__") or isinstance(value, np.generic):
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            item = arr.item()
+            return to_jsonable(item)
+        return [to_jsonable(v) for v in arr.tolist()]
+    raise TypeError(f"Cannot write {type(value).__name__} to JSON: {value!r}")
+
+
+def dumps(value: Any, **kwargs) -> str:
+    """Strict JSON text of `value` (non-finite floats as null)."""
+    return json.dumps(to_jsonable(value), allow_nan=False, **kwargs)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """All objects of a (possibly gzipped) JSONL file; a missing file reads as empty.
+
+    A last line without its newline (a write cut short by a crash) is ignored; any other
+    line that is not a JSON object raises ValueError naming the file and line.
+    NaN/Infinity literals (other tools' records) are accepted.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        lines = lines[:-1]
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not JSON ({e.msg})") from e
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{i}: not a JSON object")
+        out.append(row)
+    return out
+
+
+def read_run_config(run_dir: str | os.PathLike):
+    """(Config, seeds) of a run directory, from its config.json; ValueError naming the file
+    when it is missing or unreadable."""
+    from dreamerjax.config.defaults import from_dict
+
+    path = Path(run_dir) / CONFIG_FILE
+    try:
+        saved = json.loads(path.read_text())
+        seeds = tuple(int(s) for s in saved.pop("seeds", ()))
+        return from_dict(saved), seeds
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path}: cannot read the run's config ({e})") from e
+
+
+def read_records(run_dir: str | os.PathLike) -> list[dict]:
+    return read_jsonl(Path(run_dir) / RECORDS_FILE)
+
+
+def read_episodes(run_dir: str | os.PathLike) -> list[dict]:
+    return read_jsonl(Path(run_dir) / EPISODES_FILE)
+
+
+def _float_or_none(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(np.asarray(x))
+    return x if math.isfinite(x) else None
+
+
+def _count_or_none(x: Any) -> int | float | None:
+    """An episode length: int when whole (lengths are counts), else as a float."""
+    x = _float_or_none(x)
+    return int(x) if x is not None and x.is_integer() else x
+
+
+def _mean_or_none(values: Iterable) -> float | None:
+    arr = np.asarray(list(values), np.float64)
+    if arr.size == 0:
+        return None
+    return _float_or_none(arr.mean())
+
+
+def flatten(d: Mapping, sep: str = "/", prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a/b': 1}: nested mappings to one level of joined keys."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, sep, key + sep))
+        else:
+            out[key] = v
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Record rows
+
+
+def record_row(
+    seed: int,
+    rows: int,
+    updates: int,
+    eval_returns: Iterable[float] | None,
+    eval_lengths: Iterable[float] | None,
+    train_means: Mapping[str, float | None],
+    retnorm: Mapping[str, float] | None,
+    wall_s: float,
+    train_return: float | None = None,
+) -> dict:
+    """One records.jsonl line: a seed at a log point.
+
+    eval_returns / eval_lengths: the per-episode results of this evaluation ([E]); their
+    means are eval_mean / eval_len_mean. train_means: window means by metric name
+    (metric_window.result; the reference's names). retnorm: {"lo", "hi", "scale"} or
+    None. train_return: the mean score of the training episodes that ended in this log
+    interval (None if none did). Callbacks may add fields (compare.ProtocolFields adds
+    the protocol's side, s2_logged and train_raw).
+    """
+    returns = None if eval_returns is None else [_float_or_none(r) for r in eval_returns]
+    lengths = None if eval_lengths is None else [_count_or_none(n) for n in eval_lengths]
+    if retnorm is not None:
+        missing = {"lo", "hi", "scale"} - set(retnorm)
+        if missing:
+            raise ValueError(f"retnorm needs lo, hi and scale; missing {sorted(missing)}")
+        retnorm = {k: _float_or_none(retnorm[k]) for k in ("lo", "hi", "scale")}
+    return {
+        "seed": int(seed),
+        "rows": int(rows),
+        "updates": int(updates),
+        "eval_mean": None if returns is None else _mean_or_none(
+            np.nan if r is None else r for r in returns),
+        "eval_len_mean": None if lengths is None else _mean_or_none(
+            np.nan if n is None else n for n in lengths),
+        "eval_returns": returns,
+        "eval_lengths": lengths,
+        "train_return": _float_or_none(train_return),
+        "train": {str(k): _float_or_none(v) for k, v in train_means.items()},
+        "retnorm": retnorm,
+        "wall_s": float(wall_s),
+    }
+
+
+EPISODE_LOG_PREFIX = "log_"  # per-episode suite keys (the reference's log_ keys)
+ACHIEVEMENT_PREFIX = "log_achievement_"
+
+
+def episode_stats(episodes: Iterable[Mapping], keys: Iterable[str] = ()) -> dict:
+    """The per-log-point aggregates of the suites' per-episode `log_*` keys over the
+    episodes that ended in the interval (one seed's episodes.jsonl rows), for its
+    records.jsonl line; {} when the env has no such keys.
+
+    - `epstats`: {key: mean over the episodes}, as the reference's `epstats/<key>`
+      (embodied/run/train.py:48-65,117: each key reduced over its episode by
+      log_keys_sum / avg / max, then averaged over the interval's episodes; the episode
+      rows already hold the per-episode value, e.g. Crafter's log_keys_max
+      '^log_achievement_.*', configs.yaml:224).
+    - `achievements`: {name: fraction of the episodes with log_achievement_<name> > 0},
+      the success rate of each achievement (Crafter's measure). For Craftax, whose keys
+      are 0/1 per episode, it equals the epstats mean; for Crafter's unlock counts the
+      epstats mean is the mean count.
+
+    keys: the env's episode key names (EnvSpec.episode_keys); keys found in the episodes
+    are added. A key no episode of the interval has (no episode ended) is None."""
+    episodes = list(episodes)
+    names = [k for k in keys if k.startswith(EPISODE_LOG_PREFIX)]
+    for e in episodes:
+        names += [k for k in e if k.startswith(EPISODE_LOG_PREFIX) and k not in names]
+    if not names:
+        return {}
+
+    def values(key):
+        return [float(e[key]) for e in episodes if e.get(key) is not None]
+
+    out: dict[str, dict] = {"epstats": {k: _mean_or_none(values(k)) for k in names}}
+    ach = [k for k in names if k.startswith(ACHIEVEMENT_PREFIX)]
+    if ach:
+        out["achievements"] = {k[len(ACHIEVEMENT_PREFIX):]: _mean_or_none(
+            v > 0 for v in values(k)) for k in ach}
+    return out
+
+
+def tb_scalars(record: Mapping) -> dict[str, float | None]:
+    """The TensorBoard scalars of one record (tags eval/..., train/..., retnorm/...,
+    epstats/..., achievements/...)."""
+    out = {f"eval/{k}": record.get(k) for k in ("eval_mean", "eval_len_mean")}
+    out["episode/train_return"] = record.get("train_return")
+    for group in ("epstats", "achievements"):
+        out.update({f"{group}/{k}": v for k, v in (record.get(group) or {}).items()})
+    out.update({f"train/{k}": v for k, v in (record.get("train") or {}).items()})
+    out.update({f"retnorm/{k}": v for k, v in (record.get("retnorm") or {}).items()})
+    return out
+
+
+def episode_row(seed: int, worker: int, row_last: int, length: int, score: float,
+                terminal: bool, **extra: Any) -> dict:
+    """One episodes.jsonl line; `extra` holds suite keys (e.g. log_achievement_*)."""
+    return {"seed": int(seed), "worker": int(worker), "row_last": int(row_last),
+            "length": int(length), "score": _float_or_none(score),
+            "terminal": bool(terminal), **{k: to_jsonable(v) for k, v in extra.items()}}
+
+
+# ---------------------------------------------------------------------------------------
+# The writer
+
+
+def _fsync_append(path: Path, lines: list[str], hook: str | None = None) -> None:
+    """Append lines and fsync. An OSError (a full disk, a read-only directory) propagates:
+    what reached the file is cut back to the checkpoint's offsets on resume. hook: the
+    test point that stops a write half-way (testhooks; a torn line)."""
+    if not lines:
+        return
+    text = "".join(line + "\n" for line in lines)
+    with open(path, "a", encoding="utf-8") as f:
+        if hook is not None and testhooks.armed(hook):
+            f.write(text[:len(text) // 2])
+            f.flush()
+            os.fsync(f.fileno())
+            testhooks.point(hook)
+            text = text[len(text) // 2:]
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+class RunWriter:
+    """Writes a run directory's records, episodes, config and TensorBoard scalars.
+
+    resume: the dict `positions()` returned when the checkpoint being resumed was saved;
+    records.jsonl and episodes.jsonl are cut back to those byte offsets (dropping what a
+    killed run wrote after its checkpoint, torn last lines included). TensorBoard scalars
+    are derived data: the driver rewrites them from records.jsonl on resume.
+    tensorboard=False skips event files (tests, tools).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, *, resume: Mapping | None = None,
+                 tensorboard: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.records_path = self.run_dir / RECORDS_FILE
+        self.episodes_path = self.run_dir / EPISODES_FILE
+        self._tensorboard = tensorboard
+        self._tb: dict[int, Any] = {}
+        if resume is not None:
+            self._truncate(self.records_path, int(resume["records_bytes"]))
+            self._truncate(self.episodes_path, int(resume["episodes_bytes"]))
+
+    @staticmethod
+    def _truncate(path: Path, size: int) -> None:
+        have = path.stat().st_size if path.exists() else 0
+        if have < size:
+            raise ValueError(
+                f"{path} has {have} bytes but the checkpoint recorded {size}: the run "
+                "directory was changed after the checkpoint was written")
+        if path.exists():
+            os.truncate(path, size)
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def write_config(self, cfg_dict: Mapping) -> None:
+        """config.json, sorted and indented; written via a temporary file and rename."""
+        path = self.run_dir / CONFIG_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(dumps(cfg_dict, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    def add_records(self, rows: Iterable[Mapping]) -> None:
+        _fsync_append(self.records_path, [dumps(r) for r in rows], hook="records_line")
+
+    def add_episodes(self, rows: Iterable[Mapping]) -> None:
+        """rows: episodes.jsonl dicts (episode_row)."""
+        _fsync_append(self.episodes_path, [dumps(r) for r in rows])
+
+    def add_scalars(self, seed: int, step: int, scalars: Mapping) -> None:
+        """TensorBoard scalars of one seed at `step` (rows); nested dicts become a/b tags,
+        None values are skipped."""
+        if not self._tensorboard:
+            return
+        writer = self._tb.get(int(seed))
+        if writer is None:
+            from tensorboardX import SummaryWriter
+
+            logdir = self.run_dir / TB_DIR / f"seed_{int(seed)}"
+            writer = SummaryWriter(logdir=str(logdir))
+            self._tb[int(seed)] = writer
+        for tag, value in flatten(scalars).items():
+            if value is None:
+                continue
+            writer.add_scalar(tag, float(np.asarray(value)), global_step=int(step))
+        writer.flush()
+
+    def add_image(self, seed: int, step: int, tag: str, png: str | os.PathLike) -> None:
+        """A PNG file as a TensorBoard image of one seed at `step`."""
+        if not self._tensorboard:
+            return
+        import imageio.v3 as iio
+
+        self.add_scalars(seed, step, {})  # opens the seed's writer
+        image = np.asarray(iio.imread(png))[..., :3]
+        self._tb[int(seed)].add_image(tag, image, global_step=int(step), dataformats="HWC")
+        self._tb[int(seed)].flush()
+
+    def positions(self) -> dict:
+        """Where the files end now; store it in a checkpoint's meta for `resume`."""
+        def size(p: Path) -> int:
+            return p.stat().st_size if p.exists() else 0
+
+        return {"records_bytes": size(self.records_path),
+                "episodes_bytes": size(self.episodes_path)}
+
+    def close(self) -> None:
+        for writer in self._tb.values():
+            writer.close()
+        self._tb.clear()
+
+
+def read_scalars(run_dir: str | os.PathLike) -> dict[int, list[tuple[str, int, float]]]:
+    """Every TensorBoard scalar of a run, per seed, in file order: (tag, step, value).
+
+    Reads the event files' TFRecord framing with tensorboardX's protobuf (for tests and
+    tools: a resumed run must hold each point exactly once)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out: dict[int, list[tuple[str, int, float]]] = {}
+    for seed_dir in sorted((Path(run_dir) / TB_DIR).glob("seed_*")):
+        points = out.setdefault(int(seed_dir.name.split("_")[1]), [])
+        for path in sorted(seed_dir.glob("events.out.tfevents.*")):
+            data = path.read_bytes()
+            pos = 0
+            while pos + 12 <= len(data):
+                (length,) = struct.unpack("<Q", data[pos:pos + 8])
+                body = data[pos + 12:pos + 12 + length]
+                pos += 12 + length + 4
+                event = event_pb2.Event.FromString(body)
+                for v in event.summary.value:
+                    if v.WhichOneof("value") == "simple_value":  # not images
+                        points.append((v.tag, int(event.step), float(v.simple_value)))
+    return out
+
+
+class NullWriter(RunWriter):
+    """RunWriter's interface writing nothing: the non-primary processes of a multi-host
+    run (process 0 writes the run directory's files)."""
+
+    def __init__(self, run_dir: str | os.PathLike, **kwargs: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self._tb = {}
+
+    def write_config(self, cfg_dict: Mapping) -> None:
+        pass
+
+    def add_records(self, rows: Iterable[Mapping]) -> None:
+        pass
+
+    def add_episodes(self, rows: Iterable[Mapping]) -> None:
+        pass
+
+    def add_scalars(self, seed: int, step: int, scalars: Mapping) -> None:
+        pass
+
+    def add_image(self, seed: int, step: int, tag: str, png: str | os.PathLike) -> None:
+        pass
+
+    def positions(self) -> dict:
+        return {"records_bytes": 0, "episodes_bytes": 0}

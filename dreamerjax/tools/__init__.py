@@ -1,0 +1,1 @@
+"""Commands on top of everything: the command line, bench, compare, parity, summary, merge."""

@@ -1,0 +1,1031 @@
+"""The `dreamerjax` command: train | eval | info | export | parity | compare | bench | demo.
+
+Each subcommand parses into a frozen dataclass (field docstrings are its --help), checks
+what it can without compiling anything, and only then imports its implementation, so a
+module that is missing or broken fails that subcommand alone, with a clear message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from dreamerjax.config.defaults import DEFAULT_SIZE, SIZES, RunConfig
+
+DEFAULT_ENV = RunConfig.env
+
+
+class ArgumentError(ValueError):
+    """Bad command-line input, found before anything is built or compiled."""
+
+
+# ---------------------------------------------------------------------------------------
+# Argument dataclasses
+
+
+def _optional(typ: type, metavar: str, default: Any, note: str = "") -> Any:
+    """An optional train flag whose None means "the config default, or the checkpoint's
+    value with --resume"; --help shows that default instead of None."""
+    hint = f"(default: {default}; with --resume: the checkpoint's{', ' + note if note else ''})"
+    return Annotated[typ | None, tyro.conf.arg(metavar=metavar, help_behavior_hint=hint)]
+
+
+def _path(metavar: str, hint: str) -> Any:
+    return Annotated[Path | None, tyro.conf.arg(metavar=metavar, help_behavior_hint=hint)]
+
+
+# --configs / --set / --config of train and info (dreamerjax.config.keys, docs/config.md).
+_Configs = Annotated[tuple[str, ...], tyro.conf.arg(metavar="NAME [NAME ...]")]
+_Sets = Annotated[tuple[str, ...], tyro.conf.UseAppendAction,
+                  tyro.conf.arg(metavar="KEY=VALUE")]
+_CONFIG_FLAGS = ("configs", "set", "config")
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    """Train DreamerV3 on one environment, all seeds batched into one compiled program."""
+
+    env: _optional(str, "STR", DEFAULT_ENV) = None
+    """Environment id (gymnax), e.g. CartPole-v1."""
+    size: _optional(str, "STR", DEFAULT_SIZE) = None
+    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m (the named config size<S>,
+    applied after --configs)."""
+    configs: _Configs = ()
+    """Named configs of the reference applied left to right: size12m ... size400m, atari,
+    atari100k, crafter, dmc_proprio, dmc_vision, debug (and ours: size1m, tiny)."""
+    set: _Sets = ()
+    """Set a config key by the reference's dotted name, after --configs (repeatable; YAML
+    values; regex keys such as '.*\\.units=256'), e.g. --set run.train_ratio=256.
+    --run.train_ratio 256 is the same. Keys: docs/config.md."""
+    config: _path("FILE", "(optional)") = None
+    """A YAML or JSON file of dotted keys, or a run's config.json, applied first (before
+    --configs)."""
+    seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
+        metavar="INT [INT ...]",
+        help_behavior_hint="(default: 0; with --resume: the checkpoint's)")] = None
+    """Seeds to train side by side (vmapped), e.g. --seeds 0 1 2."""
+    steps: _optional(int, "INT", RunConfig.steps, "may grow") = None
+    """Env rows per seed, summed over its envs (the protocol's N)."""
+    eval_every: _optional(int, "INT", RunConfig.eval_every) = None
+    """Rows between log points (eval, records, checkpoints); divides --steps, a multiple of
+    --num-envs."""
+    eval_episodes: _optional(int, "INT", RunConfig.eval_episodes) = None
+    """Evaluation episodes per seed at each log point."""
+    num_envs: _optional(int, "INT", RunConfig.num_envs) = None
+    """Training envs per seed."""
+    train_ratio: _optional(float, "FLOAT", RunConfig.train_ratio) = None
+    """Replayed rows trained per env row (batch 16 x 64 and 512: one update per 2 rows)."""
+    out: _path("DIR", "(required unless --resume)") = None
+    """Run directory to create (new or empty)."""
+    resume: _path("RUN_DIR", "(optional)") = None
+    """Continue the run in this directory from its latest checkpoint."""
+    devices: int = 1
+    """Devices to shard the seed axis over; the number of seeds must be a multiple."""
+    no_compile_cache: bool = False
+    """Do not use the persistent XLA compilation cache."""
+    distributed: bool = False
+    """Multi-host run: start jax.distributed first (cluster auto-detection, or the three
+    options below); process 0 writes the run directory, which all processes must share."""
+    coordinator: Annotated[str | None, tyro.conf.arg(
+        metavar="HOST:PORT", help_behavior_hint="(with --distributed)")] = None
+    """Address of process 0's coordinator, the same for every process."""
+    num_processes: Annotated[int | None, tyro.conf.arg(
+        metavar="INT", help_behavior_hint="(with --distributed)")] = None
+    """Number of processes of the run."""
+    process_id: Annotated[int | None, tyro.conf.arg(
+        metavar="INT", help_behavior_hint="(with --distributed)")] = None
+    """This process's index, 0 ... num_processes - 1."""
+    checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every, "may change") = None
+    """Log points between checkpoints; the last log point is always saved. 0: no
+    checkpoints at all (the run cannot be resumed or evaluated)."""
+    driver_parallel: bool = False
+    """Host envs (gym_, atari_, dmc_, crafter_): step each env in its own worker process
+    instead of in this process (run.driver_parallel; may change on --resume)."""
+    tiny: bool = False
+    """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
+    cnn_mults: Annotated[tuple[int, ...] | None, tyro.conf.arg(
+        metavar="INT [INT ...]", help_behavior_hint="(default: 1 2 3 4 4)")] = None
+    """Image observations: depth multiplier of each conv stage of the encoder and decoder
+    (the first keeps the resolution, each further halves it); e.g. 1 2 for MinAtar."""
+    cnn_minres: _optional(int, "INT", 4) = None
+    """Image observations: resolution after the last conv stage; e.g. 5 for MinAtar's
+    10 x 10 images with --cnn-mults 1 2."""
+    twohot_mean: Annotated[Literal["exact", "pairsum"] | None, tyro.conf.arg(
+        metavar="{exact,pairsum}", help_behavior_hint="(default: exact)")] = None
+    """Summation of the reward and value heads' two-hot expectation: exact (mirror
+    difference) or pairsum (the reference's order, with its rounding noise; for studying
+    that noise, docs/deviations.md D1)."""
+
+    def run_overrides(self) -> dict[str, Any]:
+        """The RunConfig fields given on the command line (None = not given)."""
+        given = dict(env=self.env, steps=self.steps, eval_every=self.eval_every,
+                     eval_episodes=self.eval_episodes, num_envs=self.num_envs,
+                     train_ratio=self.train_ratio, checkpoint_every=self.checkpoint_every)
+        return {k: v for k, v in given.items() if v is not None}
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory: --resume if given, else --out."""
+        path = self.resume if self.resume is not None else self.out
+        assert path is not None, "validate() first"
+        return path
+
+    def validate(self) -> TrainArgs:
+        """Raise ArgumentError on input that cannot run. Returns the arguments with env and
+        size resolved to their defaults for a new run (left None with --resume, where the
+        checkpoint's apply)."""
+        if self.resume is None and self.out is None:
+            raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
+        if self.resume is not None:
+            if self.out is not None and Path(self.out).absolute() != Path(
+                    self.resume).absolute():
+                raise ArgumentError("give either --out (a new run) or --resume (an existing "
+                                    "run), not both")
+            if not Path(self.resume).is_dir():
+                raise ArgumentError(f"--resume {self.resume}: no such run directory")
+            from dreamerjax.run import (
+                lock as runlock,  # no JAX: the checks of a run directory's state
+            )
+            runlock.check(self.resume, "--resume")
+            runlock.check_not_nonfinite(self.resume)
+        else:
+            # Processes of a multi-host run share --out; only process 0 (or, with cluster
+            # auto-detection, none) can tell it must be empty before the others write.
+            if not self.distributed or self.process_id == 0:
+                _check_new_run_dir(Path(self.out))
+        if self.size is not None and self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        if self.env is not None and not self.env.strip():
+            raise ArgumentError("--env must not be empty")
+        if self.seeds is not None:
+            _check_seeds(self.seeds)
+        _check_limits(self)
+        for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if self.train_ratio is not None and not (math.isfinite(self.train_ratio)
+                                                 and self.train_ratio > 0):
+            raise ArgumentError(f"--train-ratio must be positive, got {self.train_ratio}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 0:
+            raise ArgumentError(
+                f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
+        _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
+        _check_distributed(self)
+        if self.devices <= 0:
+            raise ArgumentError(f"--devices must be positive, got {self.devices}")
+        if self.seeds is not None and len(self.seeds) % self.devices:
+            raise ArgumentError(
+                f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
+        given = [f"--{n}" for n in _CONFIG_FLAGS if getattr(self, n)]
+        if self.resume is not None and given:
+            raise ArgumentError(f"{given[0]} cannot change a run on --resume (the run's config "
+                                f"applies); start a new run from it with --config "
+                                f"{Path(self.resume) / 'config.json'} --out NEW_DIR")
+        if self.resume is None:
+            # A fresh run: every check of the resolved config, the schedule's included.
+            # On resume the checkpoint's config is checked once it has been merged.
+            run = resolve_args(self)[0].run
+            check_schedule(run.steps, run.eval_every, run.num_envs)
+            if not given:  # without configs, these are the values the defaults give
+                return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
+                                           size=self.size or DEFAULT_SIZE,
+                                           seeds=self.seeds or (0,))
+            return dataclasses.replace(self, seeds=self.seeds or (0,))
+        return self
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Evaluate the latest checkpoint of a run."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (written by `dreamerjax train`)."""
+    episodes: int = 10
+    """Evaluation episodes per seed."""
+    mode: Literal["sample", "mode"] = "sample"
+    """Act with samples of the policy (as training's evaluation) or with its mode."""
+    report: bool = False
+    """Also write the world model's open-loop report (RUN_DIR/report/openl_*)."""
+    video: Annotated[Path | None, tyro.conf.arg(metavar="FILE.mp4|FILE.gif")] = None
+    """Render one evaluation episode of the first seed to this video file."""
+
+    def validate(self) -> EvalArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.episodes <= 0:
+            raise ArgumentError(f"--episodes must be positive, got {self.episodes}")
+        if self.video is not None and self.video.suffix.lower() not in (".mp4", ".gif"):
+            raise ArgumentError(f"--video {self.video}: use a .mp4 or .gif file name")
+        return self
+
+
+@dataclass(frozen=True)
+class InfoArgs:
+    """Print the resolved config and the parameter counts of each network."""
+
+    env: _optional(str, "STR", DEFAULT_ENV) = None
+    """Environment id (gymnax)."""
+    size: _optional(str, "STR", DEFAULT_SIZE) = None
+    """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
+    configs: _Configs = ()
+    """Named configs applied left to right (as for train)."""
+    set: _Sets = ()
+    """Set a config key by its dotted name (as for train; repeatable)."""
+    config: _path("FILE", "(optional)") = None
+    """A YAML or JSON file of dotted keys, or a run's config.json (as for train)."""
+    tiny: bool = False
+    """Use the reference fixtures' tiny network."""
+    cnn_mults: tuple[int, ...] | None = None
+    """Image observations: depth multiplier of each conv stage (as for train)."""
+    cnn_minres: int | None = None
+    """Image observations: resolution after the last conv stage (as for train)."""
+
+    def validate(self) -> InfoArgs:
+        if self.size is not None and self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        _check_cnn(self.cnn_mults, self.cnn_minres, resume=False)
+        resolve_args(self)
+        return self
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """Write one seed's trained policy (parameters and config; no replay, no optimiser state)
+    to a .npz file that `dreamerjax.load_policy` reads."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (written by `dreamerjax train`)."""
+    out: Annotated[Path, tyro.conf.arg(metavar="FILE.npz")]
+    """The policy file to write."""
+    seed: int = 0
+    """Which of the run's seeds."""
+
+    def validate(self) -> ExportArgs:
+        _check_existing_run_dir(self.run_dir)
+        if Path(self.out).suffix != ".npz":
+            raise ArgumentError(f"--out {self.out}: a policy file ends in .npz")
+        return self
+
+
+@dataclass(frozen=True)
+class ParityArgs:
+    """Check our networks and update against the reference fixtures, number for number."""
+
+    directory: tyro.conf.Positional[Path]
+    """Fixture directory (e.g. ../shared/reference_fixtures)."""
+    strict: bool = False
+    """Fail on every tolerance breach, including the ones marked as known."""
+
+    def validate(self) -> ParityArgs:
+        if not Path(self.directory).is_dir():
+            raise ArgumentError(f"{self.directory}: no such fixture directory")
+        return self
+
+
+@dataclass(frozen=True)
+class CompareArgs:
+    """Run the pre-registered CartPole comparison on a run (and the reference's, if given)."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Our run directory (records.jsonl, episodes.jsonl, config.json)."""
+    reference: Path | None = None
+    """Directory of the reference runs (ref_s{seed}/records.jsonl ...)."""
+    out: Path | None = None
+    """Where compare.md, summary.json and curves.png go (default: the run directory)."""
+    smoke: bool = False
+    """Smoke mode: short runs, only the structural checks."""
+
+    def validate(self) -> CompareArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.reference is not None and not Path(self.reference).is_dir():
+            raise ArgumentError(f"--reference {self.reference}: no such directory")
+        return self
+
+
+@dataclass(frozen=True)
+class SummaryArgs:
+    """Print what a run learned, re-derived from its records: the evaluation return per
+    seed at every log point, and the mean over seeds of each seed's mean at the last
+    log points (the protocol's S1 for any run)."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (or a results folder) with records.jsonl."""
+    rows: tuple[int, ...] | None = None
+    """Log points (rows) the statistic averages, e.g. --rows 16000 18000 20000 (default:
+    the last --last log points)."""
+    last: int = 3
+    """Number of final log points the statistic averages when --rows is not given."""
+    seeds: tuple[int, ...] | None = None
+    """Only these seeds of RUN_DIR, in the table, statistic and plot (default: all)."""
+    threshold: float | None = None
+    """Print whether the statistic is at or above this value."""
+    format: Literal["markdown", "json"] = "markdown"
+    """Output: a Markdown table (a results README's) or one JSON object."""
+    plot: _path("FILE", "(optional)") = None
+    """Also draw the returns per seed and their mean against rows into this PNG."""
+    against: _path("RUN", "(optional)") = None
+    """A second run (or results folder) beside this one, e.g. the reference's: a table of
+    both runs per log point and shared seed (and its curves with --plot)."""
+    metrics: tuple[str, ...] = ()
+    """With --against: train metrics to put beside, by their records' names, e.g.
+    --metrics val/mean ent/action/mean."""
+    label: str = "dreamerjax"
+    """The name for RUN_DIR in the table and the legend."""
+    against_label: str = "other"
+    """With --against: the name for RUN."""
+
+    def validate(self) -> SummaryArgs:
+        _check_existing_run_dir(self.run_dir)
+        if self.against is not None:
+            _check_existing_run_dir(self.against)
+            if self.against_label == self.label:
+                raise ArgumentError(f"--against-label {self.against_label}: the same as "
+                                    "--label (the table needs two names)")
+        elif self.metrics:
+            raise ArgumentError("--metrics: needs --against RUN (the metrics go beside it)")
+        if self.plot is not None and self.plot.suffix.lower() != ".png":
+            raise ArgumentError(f"--plot {self.plot}: must name a .png file")
+        if self.plot is not None and not self.plot.parent.is_dir():
+            raise ArgumentError(f"--plot {self.plot}: folder {self.plot.parent} does not exist")
+        if self.last < 1:
+            raise ArgumentError(f"--last {self.last}: must be at least 1")
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise ArgumentError(f"--threshold {self.threshold}: must be a finite number")
+        return self
+
+
+@dataclass(frozen=True)
+class MergeArgs:
+    """Join runs that trained different seeds of one config (one process or machine each)
+    into one folder that summary and compare read as a run: records, episodes and config
+    with every seed."""
+
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """The runs, e.g. runs/acrobot_s0 runs/acrobot_s1 (configs equal apart from --seeds)."""
+    out: Annotated[Path, tyro.conf.arg(metavar="DIR")]
+    """The folder to write config.json, records.jsonl and episodes.jsonl into (each is
+    replaced)."""
+
+    def validate(self) -> MergeArgs:
+        if not self.run_dirs:
+            raise ArgumentError("merge needs at least one RUN_DIR")
+        for run in self.run_dirs:
+            _check_existing_run_dir(run)
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            raise ArgumentError(f"--out {self.out} exists and is not a directory")
+        return self
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    """Time updates and ticks; prints figures (never asserts a speed)."""
+
+    json: bool = False
+    """Print one JSON object instead of a table."""
+    seeds: tuple[int, ...] = (1, 3)
+    """Numbers of vmapped seeds to time, e.g. --seeds 1 3."""
+    updates: int = 50
+    """Timed updates per configuration (after compilation)."""
+    warmup: int = 3
+    """Untimed updates before the timed ones."""
+    set: _Sets = ()
+    """Set a config key of the benched update by its dotted name, e.g. --set
+    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs; writes to
+    --out only)."""
+    tiny: bool = False
+    """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
+    size: str = DEFAULT_SIZE
+    """Model size preset of the benched config (config.SIZES; other than the default
+    writes to --out only)."""
+    out: _path("PATH", "(default: results/bench; nothing written with --tiny, --size or "
+                       "--env)") = None
+    """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json
+    file or a folder for env_<id>_<date>.json."""
+    env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
+        = None
+    """Time a whole run of this env (host ids too: gym_CartPole-v1, atari100k_pong) with
+    the protocol's schedule: acting rows/s and updates/s (docs/performance.md)."""
+    compiled: Annotated[str | None, tyro.conf.arg(
+        metavar="ID", help_behavior_hint="(default: gym_X's gymnax X if any)")] = None
+    """With --env: the compiled env whose run is timed alongside ('' for none)."""
+    stretch: int = 5
+    """With --env: ticks per timed chunk (16 envs: 8 updates a tick)."""
+    rounds: int = 3
+    """With --env: timed chunks after the replay's gate (0: acting alone, no updates)."""
+    num_envs: int = 16
+    """With --env: envs of the run."""
+
+    def validate(self) -> BenchArgs:
+        if self.size not in SIZES:
+            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        if self.env is not None:
+            _check_bench_sets(self.set)  # both runs' config (bench.env_config)
+            if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:
+                raise ArgumentError("--stretch and --num-envs must be positive, --rounds "
+                                    ">= 0")
+            from dreamerjax import envs
+            for env in (self.env, self.compiled or None):
+                if env is None:
+                    continue
+                try:
+                    envs.parse_env_id(env)
+                except ValueError as e:
+                    raise ArgumentError(f"--env {env!r}: {e}") from e
+            return self
+        if not self.seeds or any(n <= 0 for n in self.seeds):
+            raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
+        if self.updates <= 0:
+            raise ArgumentError(f"--updates must be positive, got {self.updates}")
+        if self.warmup < 0:
+            raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
+        _check_bench_sets(self.set)
+        return self
+
+
+def _check_bench_sets(sets: tuple[str, ...]) -> None:
+    """The --set items on the default config, checked before JAX starts (one line naming
+    the key)."""
+    from dreamerjax.config import keys as configs
+    from dreamerjax.config.defaults import Config
+    try:
+        configs.with_sets(Config(), sets)
+    except configs.ConfigError as e:
+        raise ArgumentError(str(e)) from e
+
+
+@dataclass(frozen=True)
+class DemoArgs:
+    """CartPole with the reference's algorithm and settings (1m model, 1 seed, 8 envs,
+    3,200 rows, about 1,340 updates): curves, the world model's open-loop report and a
+    video of the trained policy."""
+
+    out: Path = Path("runs/demo")
+    """Run directory to create (must be new or empty)."""
+    tiny: bool = False
+    """Use the tiny network (faster, learns less)."""
+
+    def train_args(self) -> TrainArgs:
+        # Learning comes with updates: with 8 envs the train-ratio gate opens at 528 rows
+        # (16 windows of 65 rows), so 3,200 rows give (3,200 - 528) / 2 + 1 = 1,337 updates
+        # (16 envs would open it at 1,040 and give 1,081). Every hyperparameter is the
+        # reference's; only the run's length and its number of envs are the demo's.
+        return TrainArgs(env=DEFAULT_ENV, size=DEFAULT_SIZE, seeds=(0,), steps=3200,
+                         eval_every=640, eval_episodes=5, num_envs=8, out=self.out,
+                         tiny=self.tiny)
+
+    def validate(self) -> DemoArgs:
+        self.train_args().validate()
+        return self
+
+
+@dataclass(frozen=True)
+class EnvsArgs:
+    """List the environment suites (env ids are SUITE_TASK): which are installed, and the
+    command that installs each of the others."""
+
+    json: bool = False
+    """Print one JSON object per suite instead of the table."""
+
+    def validate(self) -> EnvsArgs:
+        return self
+
+
+Command = (
+    Annotated[TrainArgs, tyro.conf.subcommand("train")]
+    | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
+    | Annotated[InfoArgs, tyro.conf.subcommand("info")]
+    | Annotated[ExportArgs, tyro.conf.subcommand("export")]
+    | Annotated[ParityArgs, tyro.conf.subcommand("parity")]
+    | Annotated[CompareArgs, tyro.conf.subcommand("compare")]
+    | Annotated[SummaryArgs, tyro.conf.subcommand("summary")]
+    | Annotated[MergeArgs, tyro.conf.subcommand("merge")]
+    | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
+    | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
+    | Annotated[EnvsArgs, tyro.conf.subcommand("envs")]
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Checks shared with the loop
+
+
+def check_schedule(steps: int, eval_every: int, num_envs: int) -> None:
+    """schedule.check_log_points, its error as an ArgumentError."""
+    from dreamerjax.data.schedule import check_log_points
+
+    try:
+        check_log_points(steps, eval_every, num_envs)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
+
+
+def _check_distributed(args) -> None:
+    given = [n for n in ("coordinator", "num_processes", "process_id")
+             if getattr(args, n) is not None]
+    if given and not args.distributed:
+        raise ArgumentError(f"--{given[0].replace('_', '-')} needs --distributed")
+    if args.num_processes is not None and args.num_processes <= 0:
+        raise ArgumentError(f"--num-processes must be positive, got {args.num_processes}")
+    if args.process_id is not None and not (
+            0 <= args.process_id < (args.num_processes or args.process_id + 1)):
+        raise ArgumentError(f"--process-id {args.process_id} is not in 0 ... "
+                            f"{(args.num_processes or 1) - 1}")
+
+
+def _check_cnn(mults, minres, resume: bool) -> None:
+    if resume and (mults is not None or minres is not None):
+        raise ArgumentError("--cnn-mults / --cnn-minres fix the network's shapes: they cannot "
+                            "change on --resume (the checkpoint's apply)")
+    if mults is not None and (not mults or any(m <= 0 for m in mults)):
+        raise ArgumentError(f"--cnn-mults needs one or more positive integers, got {mults}")
+    if minres is not None and minres <= 0:
+        raise ArgumentError(f"--cnn-minres must be positive, got {minres}")
+
+
+# Upper bounds: counters are int32 on device; beyond these a value is a typo, and
+# refusing it here costs nothing while finding out later costs a compile.
+INT32_MAX = 2**31 - 1
+LIMITS = {"steps": INT32_MAX, "eval_every": INT32_MAX, "checkpoint_every": INT32_MAX,
+          "num_envs": 2**20, "eval_episodes": 2**20, "train_ratio": 2**20,
+          "devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1,
+          "cnn_minres": 2**12}
+
+
+def _check_limits(args) -> None:
+    for name, limit in LIMITS.items():
+        value = getattr(args, name, None)
+        if value is not None and value > limit:
+            raise ArgumentError(f"--{name.replace('_', '-')} {value}: at most {limit}")
+    if args.seeds is not None and max(args.seeds, default=0) > INT32_MAX:
+        raise ArgumentError(f"--seeds {max(args.seeds)}: at most {INT32_MAX}")
+    if args.cnn_mults is not None and max(args.cnn_mults, default=0) > 2**10:
+        raise ArgumentError(f"--cnn-mults {max(args.cnn_mults)}: at most {2**10}")
+
+
+def _flag_kinds(cls) -> dict[str, tuple[str, Any]]:
+    """--flag -> (kind, type) of a dataclass's fields: ("bool", None), ("one", int | float
+    | str | Path), ("many", element type), ("choice", choices)."""
+    import types
+    import typing
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = {}
+    for field in dataclasses.fields(cls):
+        t = hints[field.name]
+        while typing.get_origin(t) is Annotated:
+            t = typing.get_args(t)[0]
+        if typing.get_origin(t) in (typing.Union, types.UnionType):
+            t = next(a for a in typing.get_args(t) if a is not type(None))
+        if t is bool:
+            kind = ("bool", None)
+        elif typing.get_origin(t) is tuple:
+            kind = ("many", typing.get_args(t)[0])
+        elif typing.get_origin(t) is Literal:
+            kind = ("choice", typing.get_args(t))
+        else:
+            kind = ("one", t)
+        out["--" + field.name.replace("_", "-")] = kind
+        out["--" + field.name] = kind
+    return out
+
+
+def check_flag_values(cls, argv: Sequence[str]) -> None:
+    """ArgumentError (one line, naming the flag) for a value of the wrong type, an empty
+    value, a missing value or an unknown flag: tyro's own messages are multi-line boxes."""
+    kinds = _flag_kinds(cls)
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--") or token == "--help":
+            continue
+        flag, eq, inline = token.partition("=")
+        if flag not in kinds:
+            raise ArgumentError(f"unknown flag {flag} (see --help)")
+        kind, typ = kinds[flag]
+        values = [inline] if eq else []
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        if kind == "bool":
+            if values:
+                raise ArgumentError(f"{flag} takes no value, got {values[0]!r}")
+            continue
+        if not values:
+            raise ArgumentError(f"{flag} needs a value")
+        if kind != "many" and len(values) > 1:
+            raise ArgumentError(f"{flag} takes one value, got {' '.join(values)!r}")
+        for value in values:
+            _check_flag_value(flag, kind, typ, value)
+
+
+def _check_flag_value(flag: str, kind: str, typ: Any, value: str) -> None:
+    if not value.strip():
+        raise ArgumentError(f"{flag} must not be empty")
+    if kind == "choice":
+        if value not in typ:
+            raise ArgumentError(f"{flag} {value!r}: choose one of {', '.join(typ)}")
+        return
+    if typ is int:
+        try:
+            int(value)
+        except ValueError:
+            raise ArgumentError(f"{flag} {value!r}: not an integer") from None
+    elif typ is float:
+        try:
+            float(value)
+        except ValueError:
+            raise ArgumentError(f"{flag} {value!r}: not a number") from None
+    elif typ is Path and "\0" in value:
+        raise ArgumentError(f"{flag} {value!r}: not a path")
+
+
+def _check_seeds(seeds: Sequence[int]) -> None:
+    if not seeds:
+        raise ArgumentError("--seeds needs at least one seed")
+    if len(set(seeds)) != len(seeds):
+        dup = sorted({s for s in seeds if list(seeds).count(s) > 1})
+        raise ArgumentError(f"--seeds must be unique; repeated: {dup}")
+    if any(s < 0 for s in seeds):
+        raise ArgumentError(f"--seeds must be non-negative, got {list(seeds)}")
+
+
+def _check_new_run_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise ArgumentError(f"--out {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        from dreamerjax.run import lock as runlock
+        runlock.check(path, "--out")
+        raise ArgumentError(f"--out {path} exists and is not empty; continue that run with "
+                            f"--resume {path}, or choose another --out")
+
+
+def _check_existing_run_dir(path: Path) -> None:
+    if not Path(path).is_dir():
+        raise ArgumentError(f"{path}: no such run directory")
+
+
+# ---------------------------------------------------------------------------------------
+# Dispatch
+
+
+def _str_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _code(result: Any) -> int:
+    """Exit status of an implementation's return value (None / non-int -> 0)."""
+    if isinstance(result, bool):
+        return 0 if result else 1
+    return result if isinstance(result, int) else 0
+
+
+# Resume: flags that may differ from the checkpoint's config, and how each is compared.
+RESUME_MAY_CHANGE = ("steps", "checkpoint_every", "driver_parallel")
+
+
+def resolve_args(args: TrainArgs | InfoArgs):
+    """(Config, provenance) of a new run: defaults < --config < --configs < --set < flags
+    (configs.resolve); ArgumentError naming the key or flag."""
+    from dreamerjax.config import keys as configs
+
+    flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
+    flags["driver_parallel"] = True if flags["driver_parallel"] else None  # a flag: on or unset
+    try:
+        return configs.resolve(args.configs, args.set, args.config, size=args.size,
+                               tiny=args.tiny, **flags)
+    except configs.ConfigError as e:
+        raise ArgumentError(str(e)) from e
+
+
+def config_from_args(args: TrainArgs | InfoArgs):
+    """The Config of a new run from its flags."""
+    return resolve_args(args)[0]
+
+
+def _given_flags(args: TrainArgs) -> dict[str, Any]:
+    """The run-defining flags given on the command line (None = not given)."""
+    names = ("env", "size", "seeds", "steps", "eval_every", "eval_episodes", "num_envs",
+             "train_ratio", "checkpoint_every", "cnn_mults", "cnn_minres", "twohot_mean")
+    given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.tiny:
+        given["tiny"] = True
+    if args.driver_parallel:
+        given["driver_parallel"] = True
+    return given
+
+
+def resume_config(args: TrainArgs):
+    """(config, seeds) of `--resume RUN`: the run's config.json with the flags that may
+    change applied; ArgumentError naming the first flag that conflicts with it."""
+    from dreamerjax.run.records import read_run_config
+
+    try:
+        config, seeds = read_run_config(args.resume)
+    except ValueError as e:
+        raise ArgumentError(f"--resume {args.resume}: {e}") from e
+    saved = {
+        "env": config.run.env, "size": config.size, "seeds": tuple(seeds),
+        "steps": config.run.steps, "eval_every": config.run.eval_every,
+        "eval_episodes": config.run.eval_episodes, "num_envs": config.run.num_envs,
+        "train_ratio": config.run.train_ratio,
+        "checkpoint_every": config.run.checkpoint_every,
+        "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
+        "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny",
+        "driver_parallel": config.run.driver_parallel}
+    for name, value in _given_flags(args).items():
+        have = saved[name]
+        if name == "steps" and value < have:
+            raise ArgumentError(f"--steps {value}: the run has {have} steps; steps may only "
+                                "grow on --resume")
+        if name in RESUME_MAY_CHANGE:
+            continue
+        if (tuple(value) if isinstance(value, tuple | list) else value) != have:
+            flag = "--" + name.replace("_", "-")
+            raise ArgumentError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
+                                "cannot change on --resume (start a new run with --out)")
+    run = dataclasses.replace(
+        config.run, **{k: v for k, v in _given_flags(args).items() if k in RESUME_MAY_CHANGE})
+    check_schedule(run.steps, run.eval_every, run.num_envs)
+    return dataclasses.replace(config, run=run), tuple(seeds)
+
+
+def train_command(args: TrainArgs) -> int:
+    import json
+
+    if args.resume is not None:
+        (config, seeds), out, resume = resume_config(args), str(args.resume), True
+    else:
+        config, seeds, out, resume = config_from_args(args), args.seeds, str(args.out), False
+    preflight(config, seeds, args.devices)
+    from dreamerjax.run import driver
+    from dreamerjax.tools import compare
+
+    signals = _stop_on_signals(driver.request_stop)
+    try:
+        recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
+                            compile_cache=not args.no_compile_cache,
+                            callbacks=[compare.ProtocolFields()])
+    finally:
+        _restore_signals(signals)
+    if recs:
+        last = recs[-len(seeds):]
+        print(json.dumps({"rows": last[0]["rows"], "updates": last[0]["updates"],
+                          "eval_mean": [r["eval_mean"] for r in last]}))
+    print(f"curves: {Path(out) / 'curves.png'}")
+    received = signals["received"]
+    return 128 + received[0] if received else 0
+
+
+def preflight(config, seeds, devices: int) -> None:
+    """What can be refused before the driver is imported and anything compiles: the env
+    id, the setup's checks (train.make_setup) and the replay's memory (memory.py)."""
+    from dreamerjax import envs
+    from dreamerjax.run import loop as train_lib
+    from dreamerjax.run import memory
+
+    try:
+        if envs.parse_env_id(config.run.env)[0].compiled:
+            envs.make_env(config.run.env)
+        else:  # host envs (gym_, atari_, ...): make_setup builds one below
+            from dreamerjax.envs.host import base as host
+            host.require_extra(config.run.env)
+    except ValueError as e:
+        raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
+    memory.check_replay(train_lib.make_setup(config), len(seeds), devices)
+
+
+def _stop_on_signals(request_stop) -> dict:
+    """SIGTERM / SIGINT ask the driver to stop at its next safe point (after the current
+    log point's checkpoint); a second one ends the process at once (a crash, which a
+    resume also survives). Returns what _restore_signals needs and the signals received."""
+    import signal
+
+    state = {"received": [], "previous": {}}
+
+    def handler(signum, frame):
+        state["received"].append(signum)
+        name = signal.Signals(signum).name
+        print(f"dreamerjax: {name}: stopping after this log point's checkpoint (again to "
+              "stop at once)", file=sys.stderr, flush=True)
+        request_stop(name)
+        signal.signal(signum, signal.SIG_DFL)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            state["previous"][sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: leave the signals alone
+            break
+    return state
+
+
+def _restore_signals(state: dict) -> None:
+    import signal
+
+    for sig, previous in state["previous"].items():
+        signal.signal(sig, previous)
+
+
+def info_command(args: InfoArgs) -> int:
+    from dreamerjax.config import keys as configs
+    from dreamerjax.run import driver
+
+    config, provenance = resolve_args(args)
+    counts = driver.describe(config)
+    print(configs.describe(config, provenance))
+    print(f"Optimised variables: {counts.pop('total'):,}")
+    for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"{v:>12,}  {k}")
+    from dreamerjax.run import memory
+    from dreamerjax.run.loop import make_setup
+
+    have, where = memory.available()
+    print(f"{memory.describe(make_setup(config), 1)} per seed ({memory.fmt(have)} {where})")
+    return 0
+
+
+def eval_command(args: EvalArgs) -> int:
+    import json
+
+    from dreamerjax.run import driver
+
+    for row in driver.evaluate_run(str(args.run_dir), args.episodes,
+                                   mode=args.mode == "mode"):
+        print(json.dumps(row))
+    if args.report or args.video is not None:
+        for path in driver.eval_artifacts(str(args.run_dir), report=args.report,
+                                          video=args.video, mode=args.mode == "mode"):
+            print(f"wrote {path}")
+    return 0
+
+
+def export_command(args: ExportArgs) -> int:
+    from dreamerjax.run import policy
+
+    path = policy.export(args.run_dir, args.seed, args.out)
+    print(f"policy of seed {args.seed}: {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
+def _demo(args: DemoArgs) -> int:
+    train = args.train_args().validate()
+    code = train_command(train)
+    if code != 0:
+        return code
+    from dreamerjax.run import driver
+
+    run_dir = train.run_dir
+    written = driver.eval_artifacts(str(run_dir), report=True, video=run_dir / "episode.mp4")
+    pictures = sorted({str(p) for p in written}
+                      | {str(p) for p in run_dir.glob("*.png")})
+    print("demo finished; look at:\n  " + "\n  ".join(pictures))
+    return 0
+
+
+def envs_command(args: EnvsArgs) -> int:
+    """`dreamerjax envs`: the suite registry, without importing any suite."""
+    from dreamerjax.envs import registry
+
+    if args.json:
+        import json
+        for entry in registry.listing():
+            print(json.dumps(entry))
+    else:
+        print(registry.describe())
+    return 0
+
+
+def summary_command(args: SummaryArgs) -> int:
+    from dreamerjax.tools import summary
+
+    others, side = [], None
+    try:
+        records = summary.read_records(args.run_dir, args.seeds)
+        result = summary.summarize(args.run_dir, args.rows, args.last, args.threshold,
+                                   args.seeds)
+        if args.against is not None:
+            summary.summarize(args.against, last=1)  # its records exist and are complete
+            others = [(args.against_label, summary.read_records(args.against))]
+            side = summary.beside([(args.label, records), *others], args.metrics)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
+    print(summary.render(result, args.format, side, args.metrics), end="")
+    if args.plot is not None:
+        from dreamerjax.viz import plots
+
+        plots.plot_curves(records, args.plot,
+                          plots.run_env(args.run_dir), name=args.label, others=others,
+                          statistic=(result.stat_rows, result.stat, result.threshold))
+    return 0
+
+
+def merge_command(args: MergeArgs) -> int:
+    from dreamerjax.tools import merge
+
+    try:
+        done = merge.merge(args.run_dirs, args.out)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from e
+    print(f"[dreamerjax] merged seeds {done['seeds']} into {args.out}: "
+          f"{done['records']} records, {done['episodes']} episodes")
+    return 0
+
+
+def run(args: Any) -> int:
+    """Validate parsed arguments and run their subcommand; returns the exit status."""
+    args = args.validate()
+    if isinstance(args, TrainArgs):
+        if args.distributed:  # before the driver's imports start a JAX backend
+            from dreamerjax.run import distributed
+            distributed.start(args.coordinator, args.num_processes, args.process_id)
+        return train_command(args)
+    if isinstance(args, EvalArgs):
+        return eval_command(args)
+    if isinstance(args, InfoArgs):
+        return info_command(args)
+    if isinstance(args, ExportArgs):
+        return export_command(args)
+    if isinstance(args, ParityArgs):
+        from dreamerjax.tools.parity import main_parity
+        return _code(main_parity(str(args.directory), args.strict))
+    if isinstance(args, CompareArgs):
+        from dreamerjax.tools.compare import compare_main
+        return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
+                                  _str_or_none(args.out), seeds=None, smoke=args.smoke))
+    if isinstance(args, SummaryArgs):
+        return summary_command(args)
+    if isinstance(args, MergeArgs):
+        return merge_command(args)
+    if isinstance(args, BenchArgs):
+        from dreamerjax.tools import bench
+        return _code(bench.main(args))
+    if isinstance(args, DemoArgs):
+        return _demo(args)
+    if isinstance(args, EnvsArgs):
+        return envs_command(args)
+    raise TypeError(f"unknown command {type(args).__name__}")
+
+
+def parse(argv: Sequence[str] | None = None) -> Any:
+    """Parse argv (default sys.argv[1:]) into one of the argument dataclasses."""
+    return tyro.cli(Command, args=argv, prog="dreamerjax",
+                    description="DreamerV3 in JAX: faithful to danijar/dreamerv3 @29eb964.",
+                    config=(tyro.conf.FlagCreatePairsOff,))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: `dreamerjax <command> ...`; returns the exit status."""
+    from dreamerjax.run import xla_tuning
+
+    xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv else ""
+    owners = {"train": TrainArgs, "info": InfoArgs, "bench": BenchArgs}
+    if command in owners:  # the reference's flag form: --run.train_ratio 32 -> --set ...
+        from dreamerjax.config.keys import ConfigError, rewrite_key_flags
+
+        own = [f.name for f in dataclasses.fields(owners[command])] + ["help"]
+        try:
+            argv = [command, *rewrite_key_flags(argv[1:], own)]
+        except ConfigError as e:
+            print(f"dreamerjax {command}: error: {e}", file=sys.stderr)
+            return 2
+    if command == "train":
+        try:
+            check_flag_values(TrainArgs, argv[1:])
+        except ArgumentError as e:  # a parse error, as tyro's: SystemExit(2)
+            print(f"dreamerjax train: error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
+    args = parse(argv)
+    name = type(args).__name__.removesuffix("Args").lower()
+    try:
+        return run(args)
+    except ArgumentError as e:
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except (ValueError, FloatingPointError, MemoryError) as e:
+        # Bad input found by the implementation (unknown env, impossible config, a
+        # checkpoint of another config, a replay too large, a non-finite loss, a run
+        # directory another process writes): a message, not a traceback.
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
+        return 3 if isinstance(e, FloatingPointError) else 2
+    except OSError as e:
+        # A write that failed (driver.WriteFailed: full disk, quota, read-only directory).
+        print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
+        return 4
+
+
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (some list their problems one per line)."""
+    return " ".join(str(e).split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Parity with the reference implementation, measured on its own fixtures.
+
+`run_parity(directory)` checks every fixture file it has a check for and reports the rest;
+`main_parity` is the body of `dreamerjax parity DIR [--strict]`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dreamerjax.tools.parity import fixtures
+from dreamerjax.tools.parity.fixtures import (
+    Row,
+    compare,
+    register,
+    register_companion,
+    register_unsupported,
+    run_parity,
+)
+
+try:  # agent-level checks (fixtures f-h) register themselves when that module exists
+    from dreamerjax.tools.parity import agent_checks  # noqa: F401
+except ModuleNotFoundError as exc:
+    if exc.name != "dreamerjax.tools.parity.agent_checks":
+        raise
+
+
+def main_parity(directory: str, strict: bool = False) -> int:
+    """Print the parity table for `directory` and return the process exit code.
+
+    0: every check passed; 1: a check failed (or, with strict, a fixture is unknown or
+    not yet supported); 2: the directory does not exist.
+    """
+    try:
+        _, code = run_parity(directory, strict=strict)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+__all__ = [
+    "Row", "compare", "fixtures", "main_parity", "register", "register_companion",
+    "register_unsupported", "run_parity",
+]

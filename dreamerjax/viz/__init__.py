@@ -1,0 +1,1 @@
+"""Pictures of a run: the world model's report, curves, videos."""
