@@ -27,15 +27,14 @@ import numpy as np
 def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
                 mode: bool) -> dict:
     """Returns [repeats, seeds, episodes] of checkpoint `index` of run_dir played on env."""
-    from dreamerjax.run import driver, records
-    from dreamerjax.run import host_trainer as host_driver
-    from dreamerjax.run import loop as train
+    from dreamerjax.run import driver, host_loop, records
+    from dreamerjax.run import setup as setup_lib
     from dreamerjax.run.policy import stacked_params
 
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(config, run=dataclasses.replace(
         config.run, env=env, eval_episodes=episodes))
-    trainer = driver.make_trainer(train.make_setup(config), seeds)
+    trainer = driver.make_trainer(setup_lib.make_setup(config), seeds)
     params = stacked_params(run_dir, index, config, trainer.setup.spaces, len(seeds))
     rets, lens = [], []
     for r in range(repeats):
@@ -50,7 +49,7 @@ def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
         "repeat_means": [round(float(x), 2) for x in rets.mean(axis=(1, 2))],
         "mean": round(float(rets.mean()), 2),
         "sem": round(float(rets.std(ddof=1) / np.sqrt(rets.size)), 2),
-        "len_at_limit": int((np.stack(lens) >= host_driver.episode_limit(trainer.setup)).sum()),
+        "len_at_limit": int((np.stack(lens) >= host_loop.episode_limit(trainer.setup)).sum()),
         "returns": [int(x) for x in rets.reshape(-1)],
     }
 

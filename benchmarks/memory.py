@@ -12,7 +12,7 @@ backend-compile event, which also ends a persistent-cache hit, named by function
 init, after the first chunk ran, after evaluation, the report and the checkpoint of the
 first log point, and after the second chunk (which runs on top of what the first log
 point's evaluation, report, checkpoint and plots left). The run stops after `--logs`
-log points (driver.request_stop). To keep a case to minutes, each chunk owes only
+log points (a SIGTERM, as a user's Ctrl-C would). To keep a case to minutes, each chunk owes only
 `--updates` updates (all on its last tick, where the replay is past its gate) instead
 of the schedule's 480-1,000: the chunk program is the run's own (the due counts are its
 data), so its compile and its per-update temporaries are the run's.
@@ -20,8 +20,8 @@ data), so its compile and its per-update temporaries are the run's.
 Cases: cold (empty cache, DREAMERJAX_PRECOMPILE=0: the training process compiles, as
 before precompile existed), warm (the cache cold filled, DREAMERJAX_PRECOMPILE=0),
 precompile (empty cache, the child compiles, the training process loads, glibc's heap
-trimmed after each load and before each chunk: precompile.trim_after_compiles,
-before_chunk). Suffixes: `+notrim` sets
+trimmed after each load and before each chunk: precompile.trimming, driver._interval).
+Suffixes: `+notrim` sets
 DREAMERJAX_MALLOC_TRIM=0, `+arena2` MALLOC_ARENA_MAX=2, `+trim` (for cold and warm)
 calls malloc_trim(0) after every compile in the worker.
 """
@@ -33,6 +33,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def worker(spec: dict) -> dict:
     import jax
     import numpy as np
     jax.block_until_ready(jax.numpy.zeros(4) + 1)
-    from dreamerjax.run import driver, precompile
+    from dreamerjax.run import driver, precompile, trainers
     from dreamerjax.tools import cli
     mark("import")
 
@@ -109,7 +110,7 @@ def worker(spec: dict) -> dict:
 
     precompile.precompile = pre
 
-    T = driver.Trainer
+    T = trainers.CompiledTrainer
     orig_chunk, orig_eval, orig_report, orig_init = T.chunk, T.evaluate, T.report, T.init
     updates = int(spec["updates"])
 
@@ -128,7 +129,7 @@ def worker(spec: dict) -> dict:
         jax.block_until_ready(states)
         mark(f"chunk {log_index} ran")
         if log_index + 1 >= logs:
-            driver.request_stop(f"memory benchmark: {logs} log points")
+            signal.raise_signal(signal.SIGTERM)  # the CLI stops after this log point
         return states, ends
 
     def evaluate(self, *a, **kw):

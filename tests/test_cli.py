@@ -116,7 +116,7 @@ def test_parse_errors_exit_2(capsys):
 
 def _fake_module(monkeypatch, name, **attrs):
     """`name` replaced by a module holding attrs, in sys.modules and on its package (where
-    `from dreamerjax import bench` finds a module imported by an earlier test)."""
+    `from dreamerjax.tools import bench` finds a module imported by an earlier test)."""
     import dreamerjax
 
     mod = types.ModuleType(name)

@@ -411,10 +411,10 @@ def test_parameter_counts_match_the_references_formula(configs, flags, space, to
     import jax
 
     from dreamerjax.algo import agent as agent_lib
-    from dreamerjax.run import loop as train_lib
+    from dreamerjax.run import setup as setup_lib
 
     config, _ = C.resolve(configs, **flags)
-    spaces = train_lib.make_setup(config).spaces
+    spaces = setup_lib.make_setup(config).spaces
     params = jax.eval_shape(lambda k: agent_lib.init_params(k, config.agent, spaces),
                             jax.random.PRNGKey(0))
     ours = agent_lib.param_counts(params)
@@ -458,7 +458,7 @@ def test_config_checks_do_not_import_jax():
     from dreamerjax.algo.numerics import TWOHOT_MEANS
 
     assert C.TWOHOT_MEANS == tuple(TWOHOT_MEANS)
-    code = ("import sys; from dreamerjax import configs; "
+    code = ("import sys; from dreamerjax.config import keys as configs; "
             "configs.resolve(['dmc_proprio'], ['opt.lr=1e-4']); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

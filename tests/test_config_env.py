@@ -6,7 +6,7 @@ import pytest
 from dreamerjax import envs
 from dreamerjax.config import keys as C
 from dreamerjax.config.defaults import Config
-from dreamerjax.run import loop as train_lib
+from dreamerjax.run import setup as setup_lib
 
 
 def test_compiled_suites_sections_and_defaults():
@@ -37,7 +37,7 @@ def test_set_reaches_the_suites_make(env_id, sets, want, monkeypatch):
 
     monkeypatch.setattr(envs, "make_env", spy)
     with pytest.raises(LookupError):
-        train_lib.make_setup(config)
+        setup_lib.make_setup(config)
     assert seen == want
     assert prov.origin[C.parse_set(sets[0])[0]].startswith("--set")
 

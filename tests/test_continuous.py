@@ -8,7 +8,8 @@ import pytest
 
 from dreamerjax import envs
 from dreamerjax.run import checkpoint, driver, records
-from dreamerjax.run.loop import make_config, make_setup
+from dreamerjax.run.loop import make_config
+from dreamerjax.run.setup import make_setup
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ SCRIPT = textwrap.dedent("""
     import jax
     import jax.numpy as jnp
     from dreamerjax.run import driver, loop as train
+    from dreamerjax.run import setup as setup_lib
     from dreamerjax.tools.compare import ProtocolFields
 
     out = sys.argv[1]
@@ -32,7 +33,7 @@ SCRIPT = textwrap.dedent("""
                                            progress=False, compile_cache=False,
                                            callbacks=[ProtocolFields()])
 
-    tr = driver.Trainer(train.make_setup(cfg), (0, 1), devices=2)
+    tr = driver.Trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
     st = tr.init()
     res["init_shardings"] = specs(st)
     res["init_mesh"] = [dict(tr.sharding.mesh.shape), list(tr.sharding.mesh.axis_names)]

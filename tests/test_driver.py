@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from dreamerjax.run import checkpoint, driver, records
-from dreamerjax.run.loop import make_config, make_setup
+from dreamerjax.run.loop import make_config
+from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.compare import ProtocolFields
 
 

@@ -1,4 +1,4 @@
-"""Training on host envs through the compiled driver (dreamerjax/host_driver.py)."""
+"""Training on host envs through the compiled driver (dreamerjax/host_loop.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
 from dreamerjax.run import checkpoint as ckpt  # noqa: E402
 from dreamerjax.run import driver, records  # noqa: E402
-from dreamerjax.run.loop import make_config, make_setup  # noqa: E402
+from dreamerjax.run.loop import make_config  # noqa: E402
+from dreamerjax.run.setup import make_setup  # noqa: E402
 
 
 def _cfg(env="gym_CartPole-v1", steps=1200, **kw):

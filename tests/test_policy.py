@@ -12,6 +12,7 @@ import pytest
 from dreamerjax import envs as envs_lib
 from dreamerjax.config import keys as configs
 from dreamerjax.run import loop as train_lib
+from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.policy import FORMAT, PolicyError, export, load_policy
 
 SEEDS = (0, 3)
@@ -55,7 +56,7 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
 
     seed = SEEDS[1]
     policy = load_policy(run_dir, seed=seed)
-    setup = train_lib.make_setup(policy.config)
+    setup = setup_lib.make_setup(policy.config)
     states = ckpt.restore(run_dir, ckpt.indices(run_dir)[-1], _abstract_state(setup))
     params = jax.tree.map(lambda x: x[SEEDS.index(seed)], states.agent.params)
     # The loaded params are the checkpoint's, seed by seed.
@@ -86,7 +87,7 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
     assert [r["seed"] for r in rows] == list(SEEDS)
     for row in rows:
         policy = load_policy(run_dir, seed=row["seed"])
-        setup = train_lib.make_setup(policy.config)
+        setup = setup_lib.make_setup(policy.config)
         key = jax.random.fold_in(jax.random.PRNGKey(row["seed"]),
                                  driver.EVAL_KEY_OFFSET + 10**6)
         got = _play(policy, setup.spec, setup.spaces, key, 2, mode)

@@ -19,23 +19,29 @@ TINY = ["--tiny", "--steps", "512", "--eval-every", "256", "--num-envs", "4",
         "--eval-episodes", "2"]
 
 
-def test_wanted_follows_the_cache_flag_and_the_variable(monkeypatch):
-    monkeypatch.delenv(precompile.ENV, raising=False)
-    assert precompile.wanted(True)
-    assert not precompile.wanted(False)  # --no-compile-cache
-    monkeypatch.setenv(precompile.ENV, "0")
-    assert not precompile.wanted(True)
+def test_on_from_the_command_line_unless_its_flag_or_variable_says_no(monkeypatch):
+    from dreamerjax.tools import cli
+
+    for var in ("DREAMERJAX_PRECOMPILE", "DREAMERJAX_MALLOC_TRIM"):
+        monkeypatch.delenv(var, raising=False)
+    assert cli.process_options(cli.parse(["train", "--out", "x"])) == {
+        "precompile": True, "malloc_trim": True}
+    assert cli.process_options(cli.parse(
+        ["train", "--out", "x", "--no-precompile", "--no-malloc-trim"])) == {
+        "precompile": False, "malloc_trim": False}
+    monkeypatch.setenv("DREAMERJAX_PRECOMPILE", "0")
+    assert cli.process_options(cli.parse(["train", "--out", "x"]))["precompile"] is False
 
 
 def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
-    from dreamerjax.run import host_trainer as host_driver
+    from dreamerjax.run import host_loop
 
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
     monkeypatch.setattr(precompile, "_cache_dir", lambda: None)
     assert precompile.precompile(object(), (0,)) is None  # --no-compile-cache
     monkeypatch.setattr(precompile, "_cache_dir", lambda: "/nonexistent")
-    monkeypatch.setattr(host_driver, "is_host_setup", lambda setup: True)
+    monkeypatch.setattr(host_loop, "is_host_setup", lambda setup: True)
     assert precompile.precompile(object(), (0,)) is None  # gym_, atari_, dmc_, crafter_
     assert not ran
 

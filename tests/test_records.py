@@ -8,8 +8,8 @@ import pytest
 
 from dreamerjax.data import metric_window
 from dreamerjax.run import records
-from dreamerjax.run.records import RunWriter, record_row
-from dreamerjax.viz.plots import plot_curves, plot_run
+from dreamerjax.run.records import RunWriter, plot_run, record_row
+from dreamerjax.viz.plots import plot_curves
 
 SCHEMA_KEYS = {"seed", "rows", "updates", "eval_mean", "eval_len_mean", "eval_returns",
                "eval_lengths", "train_return", "train", "retnorm", "wall_s"}

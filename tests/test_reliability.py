@@ -4,7 +4,7 @@ a full disk and a non-finite loss, all in one story of a tiny 1,200-row run (upd
 0 / 0 / 81 at its three log points), compared at the end with the same run left whole.
 
 Every process shares one compilation cache (XDG_CACHE_HOME), so only the first compiles.
-The kills land in chosen windows through dreamerjax/testhooks.py's pause points; the
+The kills land in chosen windows through tests/_failpoints.py's pause points; the
 moment within a window (a chunk running, orbax writing) is drawn from a seeded RNG.
 """
 
@@ -21,10 +21,11 @@ import threading
 import time
 from pathlib import Path
 
+import _failpoints
 import numpy as np
 import pytest
 
-from dreamerjax.run import checkpoint, records, testhooks
+from dreamerjax.run import checkpoint, records
 from dreamerjax.run import lock as runlock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +34,9 @@ RUN = ["--tiny", "--steps", "1200", "--eval-every", "400", "--num-envs", "16",
 TIMEOUT = 600  # seconds one process may take before the test gives up on it
 
 # One step: what to do to the process (kill: SIGKILL; sigint / sigterm; none: let it end),
-# the pause point armed in it (testhooks), the marker to wait for, the seconds to wait
-# after it (a seeded uniform draw in [0, jitter)) and the fault injected into it (INJECT).
+# the pause point armed in it (tests/_failpoints.py), the marker to wait for, the seconds
+# to wait after it (a seeded uniform draw in [0, jitter)) and the fault injected into it
+# (INJECT).
 # The kills cover a chunk running (and compiling), a records write (episodes written,
 # records torn half-way), the TensorBoard write, orbax writing a checkpoint (its
 # temporary directory on disk) and the gap between orbax's commit and our manifest.
@@ -68,10 +70,10 @@ INJECT = {
 import errno, os
 from dreamerjax.run import records
 real = records._fsync_append
-def full(path, lines, hook=None):
+def full(path, lines):
     if path.name == records.RECORDS_FILE and '"rows": 800' in lines[0]:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-    return real(path, lines, hook)
+    return real(path, lines)
 records._fsync_append = full
 """,
     "enospc_checkpoint": """
@@ -100,14 +102,15 @@ def poisoned(bad, seeds, rows, out):
 driver._check_finite = poisoned
 """,
 }
-LAUNCH = "import sys\n{inject}\nfrom dreamerjax import cli\nsys.exit(cli.main(sys.argv[1:]))\n"
+LAUNCH = ("import sys\nsys.path.insert(0, {tests!r})\nimport _failpoints\n_failpoints.install()\n"
+          "{inject}\nfrom dreamerjax.tools import cli\nsys.exit(cli.main(sys.argv[1:]))\n")
 
 
 class Proc:
     """A `dreamerjax train` child whose stderr is collected line by line."""
 
     def __init__(self, argv, env, inject: str = ""):
-        code = LAUNCH.format(inject=inject)
+        code = LAUNCH.format(inject=inject, tests=str(Path(__file__).parent))
         self.popen = subprocess.Popen(
             [sys.executable, "-c", code, "train", *argv], cwd=ROOT, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -150,9 +153,9 @@ class Proc:
 
 def _env(cache: Path, pause: str = "") -> dict:
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONUNBUFFERED="1")
-    env.pop(testhooks.ENV, None)
+    env.pop(_failpoints.ENV, None)
     if pause:
-        env[testhooks.ENV] = pause
+        env[_failpoints.ENV] = pause
     return env
 
 
@@ -264,11 +267,11 @@ def test_final_state_is_bitwise_equal(story):
     import jax
 
     from dreamerjax.run import driver
-    from dreamerjax.run import loop as train
+    from dreamerjax.run import setup as setup_lib
 
     config, seeds = records.read_run_config(story["whole"])
     assert checkpoint.latest(story["whole"])[0] == checkpoint.latest(story["run"])[0] == 2
-    target = driver.Trainer(train.make_setup(config), seeds).abstract_state()
+    target = driver.Trainer(setup_lib.make_setup(config), seeds).abstract_state()
     a = checkpoint.restore(story["whole"], 2, target)
     b = checkpoint.restore(story["run"], 2, target)
 
@@ -362,15 +365,15 @@ def test_a_nonfinite_loss_stops_and_resume_refuses_it(story):
 
 
 def test_pause_points_are_inert_without_the_variable(monkeypatch):
-    monkeypatch.delenv(testhooks.ENV, raising=False)
+    monkeypatch.delenv(_failpoints.ENV, raising=False)
     t = time.monotonic()
-    testhooks.point("records", 0)
-    assert not testhooks.armed("records", 0)
+    _failpoints.point("records", 0)
+    assert not _failpoints.armed("records", 0)
     assert time.monotonic() - t < 0.1
-    monkeypatch.setenv(testhooks.ENV, "records:3=0,chunk:1=0.01")
-    assert testhooks.armed("records", 3) and not testhooks.armed("records", 2)
-    testhooks.point("chunk", 1)
-    assert testhooks.current == 1 and testhooks.armed("chunk")
+    monkeypatch.setenv(_failpoints.ENV, "records:3=0,chunk:1=0.01")
+    assert _failpoints.armed("records", 3) and not _failpoints.armed("records", 2)
+    _failpoints.point("chunk", 1)
+    assert _failpoints.current == 1 and _failpoints.armed("chunk")
 
 
 def test_cleanup_leaves_no_lock(story):

@@ -12,12 +12,13 @@ import pytest
 
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import memory
+from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.loop import make_config
 from dreamerjax.tools import cli
 
 
 def _setup(**run):
-    return train_lib.make_setup(make_config("CartPole-v1", tiny=True, steps=1200,
+    return setup_lib.make_setup(make_config("CartPole-v1", tiny=True, steps=1200,
                                             eval_every=400, **run))
 
 

@@ -23,7 +23,6 @@ from dreamerjax.envs.core import (
     suite_options,
     to_env_action,
 )
-from dreamerjax.envs.host import base as host  # noqa: F401 - registers the host suites (gym, atari, ...)
 from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, parse_env_id, register
 
 __all__ = [

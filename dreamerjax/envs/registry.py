@@ -64,7 +64,7 @@ SUITES: dict[str, Suite] = {}
 
 
 def register(suite: Suite) -> Suite:
-    """Add a suite (host suites register from their own modules' import sites)."""
+    """Add a suite (the suites below, or a user's own)."""
     if "_" in suite.name:
         raise ValueError(f"suite name {suite.name!r}: no underscore (ids split at the first)")
     if suite.name in SUITES:
@@ -90,6 +90,25 @@ register(Suite(
     "brax", "dreamerjax.envs.compiled.brax", ("brax",), extra="brax",
     about="Brax locomotion envs (ant, halfcheetah, hopper, ...)",
     example="brax_ant"))
+
+
+register(Suite(
+    "gym", "dreamerjax.envs.host.gym", ("gymnasium",), extra="gym", compiled=False,
+    about="any registered Gymnasium env (Box/Discrete), on the host",
+    example="gym_CartPole-v1"))
+register(Suite(
+    "atari", "dreamerjax.envs.host.atari", ("ale_py", "PIL"), extra="atari", compiled=False,
+    about="Atari 2600 through ale-py, the reference's wrapper", example="atari_pong"))
+register(Suite(
+    "atari100k", "dreamerjax.envs.host.atari", ("ale_py", "PIL"), extra="atari",
+    compiled=False, about="Atari 100k settings (no sticky actions, colour)",
+    example="atari100k_pong"))
+register(Suite(
+    "dmc", "dreamerjax.envs.host.dmc", ("dm_control", "mujoco"), extra="dmc", compiled=False,
+    about="DeepMind Control Suite through dm_control", example="dmc_walker_walk"))
+register(Suite(
+    "crafter", "dreamerjax.envs.host.crafter", ("crafter",), extra="crafter", compiled=False,
+    about="Crafter, achievements per episode", example="crafter_reward"))
 
 
 def parse_env_id(env_id: str) -> tuple[Suite, str]:

@@ -34,7 +34,6 @@ from typing import Any
 
 import jax
 
-from dreamerjax.run import testhooks
 from dreamerjax.run.records import flatten, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
@@ -113,7 +112,6 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
         _remove_partial(run_dir)
     sync("dreamerjax_checkpoint_tidy")
     manager = _manager(run_dir)
-    testhooks.point("checkpoint", index)
     threads = set(threading.enumerate())
     try:
         try:
@@ -134,7 +132,6 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     sync("dreamerjax_checkpoint_saved")
     if not target.is_dir():
         raise RuntimeError(f"orbax did not write {target}")
-    testhooks.point("manifest", index)
     if jax.process_index() == 0:
         write_manifest(target)
     sync("dreamerjax_checkpoint_manifest")

@@ -1,7 +1,7 @@
 """Multi-host runs: join jax.distributed before anything starts a JAX backend.
 
 Importing dreamerjax.loop (through gymnax) already starts the backend, so call `start`
-first: `from dreamerjax import distributed; distributed.start(...)`, then import the loop
+first: `from dreamerjax.run import distributed; distributed.start(...)`, then import the loop
 and call `loop.train(..., devices=N)` with N the devices of all processes. The CLI does this
 for `dreamerjax train --distributed`.
 """

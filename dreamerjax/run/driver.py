@@ -32,122 +32,13 @@ from dreamerjax.config.defaults import Config, from_dict
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
 from dreamerjax.run import lock as runlock
-from dreamerjax.run import loop as train_lib
-from dreamerjax.run import memory, precompile, records, testhooks
-from dreamerjax.run.loop import SeedState, Setup
-
-EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
-
+from dreamerjax.run import memory, records
+from dreamerjax.run import precompile as precompile_lib
+from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.loop import SeedState
+from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, make_trainer, to_host
 
 # ----------------------------------------------------------------------------- compiled
-
-
-@dataclasses.dataclass
-class Trainer:
-    """Owns the compiled functions of a run."""
-
-    setup: Setup
-    seeds: tuple[int, ...]
-    devices: int = 1
-
-    def __post_init__(self):
-        if self.devices > 1 and self.setup.run.seed_loop == "map":
-            raise ValueError("run.seed_loop=map runs every seed on one device; with "
-                             "--devices N use vmap or auto")
-        # Resolved once here: seeds sharded over devices are vmapped on each.
-        how = "vmap" if self.devices > 1 else train_lib.seed_loop(self.setup)
-        self.setup = setup = train_lib.with_run(self.setup, seed_loop=how)
-        self.metric_names = train_lib.metric_names(setup)
-        self.updates_due = train_lib.updates_per_tick(setup)
-        self.sharding = seed_sharding(self.devices, len(self.seeds))
-        names = self.metric_names
-        self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
-        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
-        # Pin the seed axis of the chunk's state (and of the episode ends [ticks, seeds,
-        # envs]) to the mesh, so every device keeps its own seeds through the whole chunk.
-        shard = {}
-        if self.sharding is not None:
-            mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
-            due_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
-            ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
-            shard = {"in_shardings": (self.sharding, due_sh),
-                     "out_shardings": (self.sharding, ends_sh)}
-        self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
-                              donate_argnums=0, **shard)
-        self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
-        self._eval = jax.jit(self._eval_fn, static_argnums=2)
-
-    def _eval_fn(self, params, keys, mode: bool):
-        """Evaluation of every seed: [seeds, episodes] returns and lengths. Each device
-        runs its own seeds' while_loop (shard_map): under plain jit the loop's condition
-        would be reduced over the sharded seed axis, a collective that also makes every
-        device play until the slowest seed's episodes end."""
-        setup, eps = self.setup, self.setup.run.eval_episodes
-        if self.sharding is None:
-            return train_lib.over_seeds(
-                setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
-        fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
-        spec = jax.sharding.PartitionSpec("seed")
-        # check_vma off: the loop's carry starts from constants (device-invariant) and
-        # becomes per-device, which the varying-axes check refuses for loops.
-        return jax.shard_map(fn, mesh=self.sharding.mesh, in_specs=(spec, spec),
-                             out_specs=spec, check_vma=False)(params, keys)
-
-    def _keys(self) -> np.ndarray:
-        # Host inputs go in as numpy arrays: in a multi-host run every process passes the
-        # same values, which jit takes as replicated (a device array is process-local).
-        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
-
-    def init(self) -> SeedState:
-        return self._init(self._keys())
-
-    def abstract_state(self) -> SeedState:
-        """The state's shapes, dtypes and shardings, without computing it (restore target)."""
-        shapes = jax.eval_shape(self._init_fn, self._keys())
-        if self.sharding is None:
-            return shapes
-        return jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=self.sharding), shapes)
-
-    def chunk(self, states: SeedState, log_index: int):
-        t = self.setup.ticks_per_log
-        due = np.asarray(self.updates_due[log_index * t:(log_index + 1) * t])
-        return self._chunk(states, due)
-
-    def report(self, states: SeedState, log_index: int) -> dict:
-        """The open-loop report (report.openl) of the first seed, from its replay."""
-        from dreamerjax.run import distributed
-        distributed.barrier("report")  # slicing out the first seed may move it: a collective
-        key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
-                                 + log_index)
-        return to_host(self._report(states, np.asarray(key)))
-
-    def evaluate(self, params, log_index: int, mode: bool = False):
-        """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
-        keys = np.stack([
-            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
-            for s in self.seeds])
-        return self._eval(params, keys, mode)
-
-
-def make_trainer(setup: Setup, seeds, devices: int = 1) -> Trainer:
-    """The Trainer of a setup; host envs (gym_, atari_, dmc_, crafter_) get
-    host_driver.HostTrainer, which steps them on the CPU between compiled calls."""
-    from dreamerjax.run import host_trainer as host_driver
-    if host_driver.is_host_setup(setup):
-        return host_driver.HostTrainer(setup, tuple(seeds), devices)
-    return Trainer(setup, tuple(seeds), devices)
-
-
-def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
-    """report.openl on a batch sampled from the first seed's replay."""
-    from dreamerjax.data import replay as replay_lib
-    from dreamerjax.viz import report
-
-    first = jax.tree.map(lambda x: x[0], states)
-    _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
-                                           setup.window_length)
-    return report.openl(first.agent.params, setup.config.agent, setup.spaces, batch)
 
 
 def write_report(run: Run, states: SeedState, point: LogPoint, writer) -> list:
@@ -168,32 +59,6 @@ def write_report(run: Run, states: SeedState, point: LogPoint, writer) -> list:
         if path.suffix == ".png":
             writer.add_image(run.seeds[0], point.rows, f"report/{path.stem}", path)
     return files
-
-
-def seed_sharding(devices: int, num_seeds: int):
-    """NamedSharding of the seed axis over `devices` devices (None for one)."""
-    if devices <= 1:
-        return None
-    avail = jax.devices()
-    if devices > len(avail):
-        raise ValueError(f"--devices {devices} but only {len(avail)} JAX devices are visible")
-    if num_seeds % devices:
-        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
-    mesh = jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seed"))
-
-
-def to_host(tree):
-    """numpy copies of (possibly sharded) arrays; gathered from every process when the run
-    spans several (each process holds only its own seeds' shards)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        from dreamerjax.run import distributed
-        jax.block_until_ready(tree)  # this process's own work first: it may lag by minutes
-        distributed.barrier("to_host")
-        tree = multihost_utils.process_allgather(tree, tiled=True)
-    return jax.tree.map(np.asarray, tree)
 
 
 def enable_compile_cache(enabled: bool = True) -> None:
@@ -375,7 +240,7 @@ def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
     run's --steps grew and its capacity is derived from them)."""
     index, meta = found
     saved = from_dict(meta["config"])
-    old_setup = train_lib.make_setup(saved)
+    old_setup = setup_lib.make_setup(saved)
     trainer = run.trainer
     target_trainer = trainer
     if old_setup.capacity != trainer.setup.capacity:
@@ -399,19 +264,22 @@ def _rebuild_tensorboard(out: str, writer) -> None:
 # ----------------------------------------------------------------------------- safety
 
 
-_stop: list[str] = []  # why a stop was requested (request_stop), in order
-
-
-def request_stop(reason: str) -> None:
-    """Ask the running train() to stop at its next safe point: after the current log
+class StopRequest:
+    """Asks a running train() to stop at its next safe point: after the current log
     point's records and its checkpoint (saved then even off the checkpoint_every
-    schedule). Safe from a signal handler (the CLI's SIGTERM / SIGINT) or a callback."""
-    _stop.append(reason)
+    schedule). `request` is safe from a signal handler (the CLI's SIGTERM / SIGINT) or a
+    callback; give the same object to train(stop=...)."""
 
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
 
-def stop_requested() -> str | None:
-    """The first reason a stop was requested in this train() call, or None."""
-    return _stop[0] if _stop else None
+    def request(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    @property
+    def reason(self) -> str | None:
+        """The first reason a stop was requested, or None."""
+        return self.reasons[0] if self.reasons else None
 
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO,
@@ -495,7 +363,6 @@ def _guarded(fn):
                               f"stopped; {text}: make room and continue with `dreamerjax "
                               f"train --resume {out}`") from e
         finally:
-            _stop.clear()  # a stop asked for belongs to this call only
             if primary:
                 runlock.release(out)
                 if not existed:  # refused before writing (e.g. memory): leave no trace
@@ -530,95 +397,133 @@ def _resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
 def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int = 1, progress: bool = True, compile_cache: bool = True,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
-          tensorboard: bool = True, report: bool = True) -> list[dict]:
+          tensorboard: bool = True, report: bool = True, precompile: bool = False,
+          malloc_trim: bool = False, stop: StopRequest | None = None) -> list[dict]:
     """Run (or resume) a training run; returns the records written by this call.
 
     callbacks: observers called at each log point, before its records are written.
-    report: write the world model's open-loop report at each log point (report.py).
-    stop_after_rows ends the call early at that log point (as an interruption would),
-    leaving a checkpoint to resume from; the run's config is unchanged.
+    report: write the world model's open-loop report at each log point (viz/report.py).
+    stop: a StopRequest that asks the run to stop at its next safe point (the CLI's
+    SIGTERM / SIGINT handler holds one). stop_after_rows ends the call early at that log
+    point (as an interruption would), leaving a checkpoint to resume from.
+
+    What it changes in this process, each with its opt-out: compile_cache=True points
+    jax.config's persistent compilation cache at ~/.cache/dreamerjax/jax (False leaves
+    jax.config alone). Off unless asked (the command line asks for both):
+    precompile=True first compiles the run's programs in a child process (precompile.py;
+    needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
+    hands glibc's freed heap back after compiles and before each chunk. Neither changes a
+    number of the run.
     """
     seeds = tuple(int(s) for s in seeds)
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
-    setup = train_lib.make_setup(config)
+    setup = setup_lib.make_setup(config)
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     enable_compile_cache(compile_cache)
-    if precompile.wanted(compile_cache):  # XLA's compile peak paid in a child process
-        precompile.precompile(setup, seeds, devices, report=report)
+    if precompile and compile_cache:  # XLA's compile peak paid in a child process
+        precompile_lib.precompile(setup, seeds, devices, report=report)
     run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
-    found = _resume_point(out, run.primary) if resume else None
-    positions = found[1].get("positions") if found else None
-    if resume and found is None:
-        positions = {"records_bytes": 0, "episodes_bytes": 0}  # killed before a checkpoint
-    if found:
-        check_resumable(found[1], config, seeds)
-        states, meta = restore_run(run, found)
-        start_log, wall0 = meta["log_index"] + 1, meta["wall_s"]
-    else:
-        states, start_log, wall0 = run.trainer.init(), 0, 0.0
-    writer_cls = records.RunWriter if run.primary else records.NullWriter
-    written = []
-    bar = _progress(progress and run.primary, config.run.steps,
-                    start_log * config.run.eval_every)
-    t0 = time.time() - wall0
-    with writer_cls(out, resume=positions, tensorboard=tensorboard) as writer:
-        writer.write_config(config.to_dict() | {"seeds": list(seeds)})
-        if positions is not None:
-            _rebuild_tensorboard(out, writer)
-        for log_index in range(start_log, run.num_logs):
-            if stop_after_rows is not None and log_index * config.run.eval_every >= \
-                    stop_after_rows:
-                break
-            tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
-            testhooks.point("chunk", log_index)
-            precompile.before_chunk()  # glibc's freed heap back before the update's buffers
-            states, ends = run.trainer.chunk(states, log_index)
-            point, host = log_point(run, states, ends, log_index, t0)
-            for cb in run.callbacks:
-                cb.on_log(point)
-            writer.add_episodes(point.episodes)
-            testhooks.point("records")
-            writer.add_records(point.records)
-            testhooks.point("tensorboard")
-            for r in point.records:
-                writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
-            written += point.records
-            if report:
-                write_report(run, states, point, writer)
-            states = states.replace(window=metric_window.reset(states.window))
-            stop = stop_requested()
-            if _should_checkpoint(config, log_index, run.num_logs) or (
-                    stop and config.run.checkpoint_every > 0):
-                wall = time.time() - t0
-                ckpt.save(out, log_index, states, _meta(run, point, host, writer, wall))
-            if stop:
-                _say_stopped(stop, out, point.rows, config.run.checkpoint_every > 0,
-                             run.primary)
-                break
-            done = point.records[-1]["updates"] - (
-                updates0 if updates0 is not None else start_updates(found))
-            line = status_line(point, done / max(time.time() - tick0, 1e-9),
-                               agent_lib.loss_scales(config.agent, setup.spaces))
-            if bar is not None:
-                bar.update(config.run.eval_every)
-                bar.write(line, file=sys.stderr)
-            elif run.primary and progress:
-                print(line, file=sys.stderr)
-    if bar is not None:
-        bar.close()
+    loop = _Loop(progress, stop_after_rows, tensorboard, report, stop or StopRequest(),
+                 malloc_trim)
+    with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
+        written = _run(run, resume, loop)
     if run.primary:
-        from dreamerjax.viz import plots
-        plots.plot_run(out)
+        records.plot_run(out)
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
 
+@dataclasses.dataclass(frozen=True)
+class _Loop:
+    """train()'s options for the loop over log intervals."""
+
+    progress: bool
+    stop_after_rows: int | None
+    tensorboard: bool
+    report: bool
+    stop: StopRequest
+    malloc_trim: bool
+
+
+def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
+    """The log intervals of a train() call, from the start or the checkpoint resumed."""
+    found = _resume_point(run.out, run.primary) if resume else None
+    positions = found[1].get("positions") if found else None
+    if resume and found is None:
+        positions = {"records_bytes": 0, "episodes_bytes": 0}  # killed before a checkpoint
+    if found:
+        check_resumable(found[1], run.config, run.seeds)
+        states, meta = restore_run(run, found)
+        start_log, wall0 = meta["log_index"] + 1, meta["wall_s"]
+    else:
+        states, start_log, wall0 = run.trainer.init(), 0, 0.0
+    run_cfg = run.config.run
+    writer_cls = records.RunWriter if run.primary else records.NullWriter
+    bar = _progress(loop.progress and run.primary, run_cfg.steps,
+                    start_log * run_cfg.eval_every)
+    written, t0 = [], time.time() - wall0
+    with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer:
+        writer.write_config(run.config.to_dict() | {"seeds": list(run.seeds)})
+        if positions is not None:
+            _rebuild_tensorboard(run.out, writer)
+        for log_index in range(start_log, run.num_logs):
+            if loop.stop_after_rows is not None and \
+                    log_index * run_cfg.eval_every >= loop.stop_after_rows:
+                break
+            tick0 = time.time()
+            updates0 = written[-1]["updates"] if written else start_updates(found)
+            states, point = _interval(run, states, log_index, writer, t0, loop)
+            written += point.records
+            if loop.stop.reason:
+                _say_stopped(loop.stop.reason, run.out, point.rows,
+                             run_cfg.checkpoint_every > 0, run.primary)
+                break
+            _say_progress(run, point, (point.records[-1]["updates"] - updates0)
+                          / max(time.time() - tick0, 1e-9), bar, loop.progress)
+    if bar is not None:
+        bar.close()
+    return written
+
+
+def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
+              loop: _Loop) -> tuple[SeedState, LogPoint]:
+    """One log interval: its chunk of ticks, then the log point's evaluation, callbacks,
+    records, report and checkpoint."""
+    if loop.malloc_trim:
+        precompile_lib.malloc_trim()  # glibc's freed heap back before the update's buffers
+    states, ends = run.trainer.chunk(states, log_index)
+    point, host = log_point(run, states, ends, log_index, t0)
+    for cb in run.callbacks:
+        cb.on_log(point)
+    writer.add_episodes(point.episodes)
+    writer.add_records(point.records)
+    for r in point.records:
+        writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
+    if loop.report:
+        write_report(run, states, point, writer)
+    states = states.replace(window=metric_window.reset(states.window))
+    if _should_checkpoint(run.config, log_index, run.num_logs) or (
+            loop.stop.reason and run.config.run.checkpoint_every > 0):
+        wall = time.time() - t0
+        ckpt.save(run.out, log_index, states, _meta(run, point, host, writer, wall))
+    return states, point
+
+
+def _say_progress(run: Run, point: LogPoint, updates_per_s: float, bar, progress: bool):
+    line = status_line(point, updates_per_s,
+                       agent_lib.loss_scales(run.config.agent, run.trainer.setup.spaces))
+    if bar is not None:
+        bar.update(run.config.run.eval_every)
+        bar.write(line, file=sys.stderr)
+    elif run.primary and progress:
+        print(line, file=sys.stderr)
+
+
 def _say_stopped(reason: str, out: str, rows: int, saved: bool, primary: bool) -> None:
-    testhooks.point("stopped")
     if not primary:
         return
     if saved:
@@ -663,7 +568,7 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
-    trainer = make_trainer(train_lib.make_setup(config), seeds)
+    trainer = make_trainer(setup_lib.make_setup(config), seeds)
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
@@ -680,11 +585,12 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
                    mode: bool = False) -> list:
     """The latest checkpoint's open-loop report (run_dir/report) and a video of one
     evaluation episode of the first seed; returns the files written."""
+    from dreamerjax.run import rollout as rollout_lib
     from dreamerjax.viz import report as report_lib
     from dreamerjax.viz import video as video_lib
 
     config, seeds = records.read_run_config(run_dir)
-    trainer = make_trainer(train_lib.make_setup(config), seeds)
+    trainer = make_trainer(setup_lib.make_setup(config), seeds)
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
@@ -697,7 +603,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
     if video is not None:
         params = jax.tree.map(lambda x: x[0], states.agent.params)
         key = jax.random.fold_in(jax.random.PRNGKey(seeds[0]), 3 * EVAL_KEY_OFFSET)
-        episode = video_lib.rollout(trainer.setup, params, key, mode)
+        episode = rollout_lib.rollout(trainer.setup, params, key, mode)
         written.append(video_lib.write_video(
             video, video_lib.frames(config.run.env, episode)))
     return written
@@ -706,7 +612,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
 def describe(config: Config) -> dict[str, Any]:
     """Parameter counts per module of a config's agent (no compile)."""
     from dreamerjax.algo import agent as agent_lib
-    setup = train_lib.make_setup(config)
+    setup = setup_lib.make_setup(config)
     params = jax.eval_shape(
         lambda k: agent_lib.init_params(k, config.agent, setup.spaces), jax.random.PRNGKey(0))
     return agent_lib.param_counts(params)

@@ -20,7 +20,6 @@ import numpy as np
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo.numerics import TWOHOT_MEANS
-from dreamerjax.config import keys as configs
 from dreamerjax.config.defaults import (
     Config,
     RunConfig,
@@ -94,13 +93,9 @@ def replay_capacity(run: RunConfig) -> int:
     return replay_rows_per_env(run)
 
 
-def make_setup(config: Config) -> Setup:
-    """Validate the config against the env before anything compiles."""
-    configs.validate(config)  # every key's check, for the Python API as for the CLI
+def make_compiled_setup(config: Config) -> Setup:
+    """The setup of a run whose env is written in JAX (setup.make_setup chooses)."""
     run = config.run
-    if not envs_lib.parse_env_id(run.env)[0].compiled:  # host envs: dreamerjax/host_driver.py
-        from dreamerjax.run.host_trainer import make_host_setup
-        return make_host_setup(config)
     spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
                              **envs_lib.suite_options(config.env, run.env))
     spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)

@@ -160,7 +160,7 @@ def export(run_dir: str | os.PathLike, seed: int, out: str | os.PathLike) -> Pat
 
 def _from_run(run_dir: Path, seed: int) -> Policy:
     from dreamerjax.run import checkpoint as ckpt
-    from dreamerjax.run import loop as train_lib
+    from dreamerjax.run import setup as setup_lib
 
     cfg_path = run_dir / "config.json"
     if not cfg_path.is_file():
@@ -176,7 +176,7 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     if found is None:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
     index = found[0]
-    spaces = train_lib.make_setup(config).spaces
+    spaces = setup_lib.make_setup(config).spaces
     stacked = stacked_params(run_dir, index, config, spaces, len(seeds))
     params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)
     return Policy(config, spaces, params, seed, source=f"{run_dir} checkpoint {index}")

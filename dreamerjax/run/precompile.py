@@ -4,40 +4,33 @@ loads them from the persistent compilation cache instead of compiling them.
 XLA's compile of the chunk (the update inside it) is the peak of a training process:
 for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs about
 350 MiB (docs/performance.md, "Memory"). A process never gives that peak back, so
-driver.train first runs `python -m dreamerjax.run.precompile` in a child: the child builds
-the same Trainer, lowers and compiles every jitted function of the run (init, chunk,
-evaluation, report) with the run's shapes and shardings into the persistent cache, and
+driver.train(precompile=True) first runs `python -m dreamerjax.run.precompile` in a child:
+the child builds the same trainer, lowers and compiles every jitted function of the run
+(init, chunk, evaluation, report) with the run's shapes and shardings into the persistent cache, and
 exits; the training process then finds each executable in the cache.
 
 Nothing it does can change a result: the parent runs the executables XLA compiled for
 the very same programs, and where anything differs (another flag, another jax config) the
 parent's lookup misses and it compiles as before. Skipped when the cache is off
-(--no-compile-cache), for host envs (host_driver), for multi-process runs, and when
-DREAMERJAX_PRECOMPILE=0. A child that fails is reported on stderr and the run goes on.
+(--no-compile-cache), for host envs (host_loop.py), for multi-process runs, and unless the
+caller asks for it (driver.train(precompile=True); the command line does, --no-precompile
+turns it off). A child that fails is reported on stderr and the run goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import resource
 import subprocess
 import sys
 import time
 
-ENV = "DREAMERJAX_PRECOMPILE"
-TRIM_ENV = "DREAMERJAX_MALLOC_TRIM"
 TRIM_AFTER_S = 0.5  # compiles (or cache loads) at least this long are followed by a trim
-_trimming = False
-
-
-def wanted(compile_cache: bool) -> bool:
-    """Whether driver.train runs the child: the cache on and DREAMERJAX_PRECOMPILE not 0."""
-    return compile_cache and os.environ.get(ENV, "1") != "0"
 
 
 def compile_trainer(trainer, report: bool = True) -> dict:
-    """Lower and compile every jitted function of a driver.Trainer with the arguments
+    """Lower and compile every jitted function of a trainers.CompiledTrainer with the arguments
     driver.train passes them (abstract: nothing is computed). Returns seconds per name."""
     import jax
     import numpy as np
@@ -52,8 +45,7 @@ def compile_trainer(trainer, report: bool = True) -> dict:
     keys = trainer._keys()
     timed("init", trainer._init, keys)
     states = trainer.abstract_state()
-    due = np.asarray(trainer.updates_due[:trainer.setup.ticks_per_log])
-    timed("chunk", trainer._chunk, states, due)
+    timed("chunk", trainer._chunk, states, trainer.owed(0))
     timed("eval", trainer._eval, states.agent.params, keys, False)
     if report:
         key = np.asarray(jax.random.PRNGKey(0))
@@ -66,15 +58,15 @@ def child(spec: dict) -> dict:
     import jax
 
     from dreamerjax.config.defaults import from_dict
-    from dreamerjax.run import driver
-    from dreamerjax.run import loop as train_lib
+    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run import trainers
 
     jax.config.update("jax_compilation_cache_dir", spec["cache_dir"])
     # Store every program, small ones too: the parent reads whatever is there.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    setup = train_lib.make_setup(from_dict(spec["config"]))
-    trainer = driver.Trainer(setup, tuple(spec["seeds"]), int(spec["devices"]))
+    setup = setup_lib.make_setup(from_dict(spec["config"]))
+    trainer = trainers.CompiledTrainer(setup, tuple(spec["seeds"]), int(spec["devices"]))
     secs = compile_trainer(trainer, bool(spec.get("report", True)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": secs, "peak_rss_mib": peak}
@@ -88,10 +80,10 @@ def precompile(setup, seeds, devices: int = 1, report: bool = True,
     the child failed."""
     import jax
 
-    from dreamerjax.run import host_trainer as host_driver
+    from dreamerjax.run import host_loop
 
     cache_dir = _cache_dir()
-    if not cache_dir or jax.process_count() > 1 or host_driver.is_host_setup(setup):
+    if not cache_dir or jax.process_count() > 1 or host_loop.is_host_setup(setup):
         return None
     spec = {"config": setup.config.to_dict(), "seeds": [int(s) for s in seeds],
             "devices": int(devices), "report": bool(report), "cache_dir": str(cache_dir)}
@@ -111,7 +103,6 @@ def precompile(setup, seeds, devices: int = 1, report: bool = True,
         return None
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["wall_s"] = time.perf_counter() - t
-    trim_after_compiles()
     return out
 
 
@@ -131,20 +122,13 @@ def malloc_trim() -> bool:
         return False
 
 
-def before_chunk() -> None:
-    """malloc_trim before a log interval's chunk, once trim_after_compiles is on: the log
-    point before it (evaluation, report, checkpoint) leaves freed heap that the chunk's
-    update temporaries would otherwise land on top of (1 seed: 1,148 -> 1,109 MiB)."""
-    if _trimming:
-        malloc_trim()
-
-
-def trim_after_compiles() -> None:
-    """From now on, malloc_trim after every XLA compile or cache load that took at least
-    TRIM_AFTER_S (jax.monitoring's backend-compile event; once per process; not when
-    DREAMERJAX_MALLOC_TRIM=0). It changes where freed memory goes, not what is computed."""
-    global _trimming
-    if _trimming or os.environ.get(TRIM_ENV, "1") == "0":
+@contextlib.contextmanager
+def trimming(enabled: bool = True):
+    """While inside: malloc_trim after every XLA compile or cache load that took at least
+    TRIM_AFTER_S (jax.monitoring's backend-compile event), and once on entry. It changes
+    where freed memory goes, not what is computed. The listener is removed on exit."""
+    if not enabled:
+        yield
         return
     import jax
 
@@ -153,8 +137,11 @@ def trim_after_compiles() -> None:
             malloc_trim()
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    _trimming = True
     malloc_trim()
+    try:
+        yield
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def main() -> int:

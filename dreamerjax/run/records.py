@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from dreamerjax.run import testhooks
-
 RECORDS_FILE = "records.jsonl"
 EPISODES_FILE = "episodes.jsonl"
 CONFIG_FILE = "config.json"
@@ -266,20 +264,13 @@ def episode_row(seed: int, worker: int, row_last: int, length: int, score: float
 # The writer
 
 
-def _fsync_append(path: Path, lines: list[str], hook: str | None = None) -> None:
+def _fsync_append(path: Path, lines: list[str]) -> None:
     """Append lines and fsync. An OSError (a full disk, a read-only directory) propagates:
-    what reached the file is cut back to the checkpoint's offsets on resume. hook: the
-    test point that stops a write half-way (testhooks; a torn line)."""
+    what reached the file is cut back to the checkpoint's offsets on resume."""
     if not lines:
         return
     text = "".join(line + "\n" for line in lines)
     with open(path, "a", encoding="utf-8") as f:
-        if hook is not None and testhooks.armed(hook):
-            f.write(text[:len(text) // 2])
-            f.flush()
-            os.fsync(f.fileno())
-            testhooks.point(hook)
-            text = text[len(text) // 2:]
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
@@ -331,7 +322,7 @@ class RunWriter:
         os.replace(tmp, path)
 
     def add_records(self, rows: Iterable[Mapping]) -> None:
-        _fsync_append(self.records_path, [dumps(r) for r in rows], hook="records_line")
+        _fsync_append(self.records_path, [dumps(r) for r in rows])
 
     def add_episodes(self, rows: Iterable[Mapping]) -> None:
         """rows: episodes.jsonl dicts (episode_row)."""
@@ -431,3 +422,24 @@ class NullWriter(RunWriter):
 
     def positions(self) -> dict:
         return {"records_bytes": 0, "episodes_bytes": 0}
+
+
+def plot_run(run_dir: str | os.PathLike) -> list[Path]:
+    """Every picture of a run directory from its records.jsonl and config.json."""
+    from dreamerjax.viz import plots
+
+    run_dir = Path(run_dir)
+    env = run_env(run_dir)
+    recs = read_records(run_dir)
+    return [plots.plot_curves(recs, run_dir / "curves.png", env)] + plots.plot_metrics(
+        recs, run_dir, env)
+
+
+def run_env(run_dir: str | os.PathLike) -> str | None:
+    """The env id of a run directory (or results folder) from its config.json, if any."""
+    import json
+
+    try:
+        return json.loads((Path(run_dir) / CONFIG_FILE).read_text())["run"]["env"]
+    except (OSError, KeyError, ValueError):
+        return None

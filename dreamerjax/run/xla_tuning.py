@@ -7,8 +7,9 @@ from ~0.66 to ~0.61 s (docs/performance.md). The option only changes which kerne
 a reduction, not what is computed (the parity checks pass with it on and off).
 
 XLA aborts the process on an option it does not know, so the option is added only for
-the jaxlib versions it was checked with, only when XLA_FLAGS does not set it already,
-and never when DREAMERJAX_XLA_TUNING=0.
+the jaxlib versions it was checked with and only when XLA_FLAGS does not set it already.
+The command line applies it unless told not to (--no-xla-tuning, DREAMERJAX_XLA_TUNING=0);
+importing the package applies nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ CHECKED_JAXLIB = ("0.10.",)  # versions whose XLA has the option (checked: 0.10.
 
 def tuning_flags(jaxlib_version: str | None, env: dict) -> str | None:
     """The XLA_FLAGS value to use, or None to leave XLA_FLAGS as it is."""
-    if env.get("DREAMERJAX_XLA_TUNING", "1") == "0" or jaxlib_version is None:
+    if jaxlib_version is None:
         return None
     if not jaxlib_version.startswith(CHECKED_JAXLIB):
         return None

@@ -19,7 +19,7 @@ What is timed, all with the real functions of the training loop (train.py):
 
 `dreamerjax bench --env ID` times a whole run instead (run_env_bench): the protocol's
 schedule (train ratio 512, batch 16 x 64, 1m, 16 envs, one seed) through the run's own
-Trainer (driver.make_trainer: the compiled chunk, or host_driver.HostTrainer for gym_,
+Trainer (driver.make_trainer: the compiled chunk, or host_loop.HostTrainer for gym_,
 atari_, dmc_, crafter_ ids), chunk by chunk: rows per second of acting alone (the chunks
 before the replay's gate, which owe no updates: policy + env step + replay insert) and
 updates per second of the chunks after it (acting, inserting and the 8 updates owed per
@@ -100,10 +100,11 @@ def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
     """The benched configuration: CartPole at `size` (or tiny), `--set` items applied."""
     from dreamerjax.config import keys as configs
     from dreamerjax.run import loop as loop
+    from dreamerjax.run import setup as setup_lib
     config = loop.make_config(ENV, size, tiny=tiny)
     if sets:
         config = configs.with_sets(config, sets)
-    return loop.make_setup(config)
+    return setup_lib.make_setup(config)
 
 
 def abstract_states(setup, num_seeds: int):
@@ -608,12 +609,11 @@ class _Run:
     def __init__(self, env_id: str, opts: Options, chunks: int):
         import jax
 
-        from dreamerjax.run import driver
-        from dreamerjax.run import host_trainer as host_driver
-        from dreamerjax.run import loop as loop
+        from dreamerjax.run import driver, host_loop
+        from dreamerjax.run import setup as setup_lib
         self.env_id = env_id
-        self.setup = loop.make_setup(env_config(env_id, opts, chunks))
-        self.host = host_driver.is_host_setup(self.setup)
+        self.setup = setup_lib.make_setup(env_config(env_id, opts, chunks))
+        self.host = host_loop.is_host_setup(self.setup)
         self.trainer = driver.make_trainer(self.setup, (0,))
         if self.host:
             self.trainer.profile = {}
@@ -768,13 +768,9 @@ def env_main(opts: Options) -> int:
 
 
 if __name__ == "__main__":
+    # The compile worker (_run_worker): XLA_FLAGS come from the parent's environment.
     if len(sys.argv) == 3 and sys.argv[1] == "--compile-worker":
-        from dreamerjax.run import xla_tuning
-
-        xla_tuning.apply()  # as the command line does, before JAX starts
         spec = json.loads(sys.argv[2])
         print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"],
                                         tuple(spec.get("sets", ())), spec.get("size", SIZE))))
         sys.exit(0)
-    from dreamerjax.tools import cli
-    sys.exit(cli.main(["bench", *sys.argv[1:]]))

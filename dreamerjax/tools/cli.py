@@ -90,6 +90,19 @@ class TrainArgs:
     """Devices to shard the seed axis over; the number of seeds must be a multiple."""
     no_compile_cache: bool = False
     """Do not use the persistent XLA compilation cache."""
+    no_precompile: bool = False
+    """Compile in this process instead of a child that fills the compilation cache first
+    (the child keeps XLA's compile peak out of the training process; docs/performance.md).
+    DREAMERJAX_PRECOMPILE=0 does the same."""
+    no_malloc_trim: bool = False
+    """Do not hand glibc's freed heap back after compiles and before each chunk
+    (DREAMERJAX_MALLOC_TRIM=0 does the same)."""
+    no_xla_tuning: bool = False
+    """Leave XLA_FLAGS as they are (otherwise one XLA:CPU option that makes the update
+    faster is added; run/xla_tuning.py). DREAMERJAX_XLA_TUNING=0 does the same."""
+    protocol: bool = False
+    """Write the CartPole protocol's record fields (side, s2_logged, train_raw) into every
+    record (run.protocol; docs/protocol.md). `dreamerjax compare` reads any run."""
     distributed: bool = False
     """Multi-host run: start jax.distributed first (cluster auto-detection, or the three
     options below); process 0 writes the run directory, which all processes must share."""
@@ -697,7 +710,8 @@ def resolve_args(args: TrainArgs | InfoArgs):
     from dreamerjax.config import keys as configs
 
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
-    flags["driver_parallel"] = True if flags["driver_parallel"] else None  # a flag: on or unset
+    for name in ("driver_parallel", "protocol"):  # switches: on, or not given
+        flags[name] = True if flags[name] else None
     try:
         return configs.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, **flags)
@@ -719,6 +733,8 @@ def _given_flags(args: TrainArgs) -> dict[str, Any]:
         given["tiny"] = True
     if args.driver_parallel:
         given["driver_parallel"] = True
+    if args.protocol:
+        given["protocol"] = True
     return given
 
 
@@ -739,7 +755,7 @@ def resume_config(args: TrainArgs):
         "checkpoint_every": config.run.checkpoint_every,
         "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
         "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny",
-        "driver_parallel": config.run.driver_parallel}
+        "driver_parallel": config.run.driver_parallel, "protocol": config.run.protocol}
     for name, value in _given_flags(args).items():
         have = saved[name]
         if name == "steps" and value < have:
@@ -766,13 +782,17 @@ def train_command(args: TrainArgs) -> int:
         config, seeds, out, resume = config_from_args(args), args.seeds, str(args.out), False
     preflight(config, seeds, args.devices)
     from dreamerjax.run import driver
-    from dreamerjax.tools import compare
 
-    signals = _stop_on_signals(driver.request_stop)
+    callbacks = []
+    if config.run.protocol:
+        from dreamerjax.tools import compare
+        callbacks.append(compare.ProtocolFields())
+    stop = driver.StopRequest()
+    signals = _stop_on_signals(stop.request)
     try:
         recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
-                            compile_cache=not args.no_compile_cache,
-                            callbacks=[compare.ProtocolFields()])
+                            compile_cache=not args.no_compile_cache, callbacks=callbacks,
+                            stop=stop, **process_options(args))
     finally:
         _restore_signals(signals)
     if recs:
@@ -784,12 +804,33 @@ def train_command(args: TrainArgs) -> int:
     return 128 + received[0] if received else 0
 
 
+# Conveniences: environment variables that turn off what a flag turns off. They are read
+# here and nowhere else (the library takes these as arguments).
+_OPT_OUT_VARIABLES = {"precompile": "DREAMERJAX_PRECOMPILE",
+                      "malloc_trim": "DREAMERJAX_MALLOC_TRIM",
+                      "xla_tuning": "DREAMERJAX_XLA_TUNING"}
+
+
+def opted_in(args, name: str) -> bool:
+    """Whether a process option (precompile, malloc_trim, xla_tuning) is on: unless its
+    --no-* flag is given or its variable is 0."""
+    import os
+
+    return not getattr(args, f"no_{name}", False) and \
+        os.environ.get(_OPT_OUT_VARIABLES[name], "1") != "0"
+
+
+def process_options(args) -> dict[str, bool]:
+    """driver.train's precompile and malloc_trim for this command."""
+    return {name: opted_in(args, name) for name in ("precompile", "malloc_trim")}
+
+
 def preflight(config, seeds, devices: int) -> None:
     """What can be refused before the driver is imported and anything compiles: the env
-    id, the setup's checks (train.make_setup) and the replay's memory (memory.py)."""
+    id, the setup's checks (setup_lib.make_setup) and the replay's memory (memory.py)."""
     from dreamerjax import envs
-    from dreamerjax.run import loop as train_lib
     from dreamerjax.run import memory
+    from dreamerjax.run import setup as setup_lib
 
     try:
         if envs.parse_env_id(config.run.env)[0].compiled:
@@ -799,7 +840,7 @@ def preflight(config, seeds, devices: int) -> None:
             host.require_extra(config.run.env)
     except ValueError as e:
         raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
-    memory.check_replay(train_lib.make_setup(config), len(seeds), devices)
+    memory.check_replay(setup_lib.make_setup(config), len(seeds), devices)
 
 
 def _stop_on_signals(request_stop) -> dict:
@@ -844,7 +885,7 @@ def info_command(args: InfoArgs) -> int:
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
     from dreamerjax.run import memory
-    from dreamerjax.run.loop import make_setup
+    from dreamerjax.run.setup import make_setup
 
     have, where = memory.available()
     print(f"{memory.describe(make_setup(config), 1)} per seed ({memory.fmt(have)} {where})")
@@ -918,10 +959,11 @@ def summary_command(args: SummaryArgs) -> int:
         raise ArgumentError(str(e)) from e
     print(summary.render(result, args.format, side, args.metrics), end="")
     if args.plot is not None:
+        from dreamerjax.run.records import run_env
         from dreamerjax.viz import plots
 
         plots.plot_curves(records, args.plot,
-                          plots.run_env(args.run_dir), name=args.label, others=others,
+                          run_env(args.run_dir), name=args.label, others=others,
                           statistic=(result.stat_rows, result.stat, result.threshold))
     return 0
 
@@ -982,9 +1024,6 @@ def parse(argv: Sequence[str] | None = None) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: `dreamerjax <command> ...`; returns the exit status."""
-    from dreamerjax.run import xla_tuning
-
-    xla_tuning.apply()  # before any JAX backend starts; DREAMERJAX_XLA_TUNING=0 turns it off
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else ""
     owners = {"train": TrainArgs, "info": InfoArgs, "bench": BenchArgs}
@@ -1004,6 +1043,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dreamerjax train: error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     args = parse(argv)
+    if opted_in(args, "xla_tuning"):  # before any JAX backend starts (parsing starts none)
+        from dreamerjax.run import xla_tuning
+        xla_tuning.apply()
     name = type(args).__name__.removesuffix("Args").lower()
     try:
         return run(args)

@@ -194,24 +194,3 @@ def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
         finally:
             plt.close(fig)
     return written
-
-
-def plot_run(run_dir: str | os.PathLike) -> list[Path]:
-    """Every picture of a run directory from its records.jsonl and config.json."""
-    from dreamerjax.run.records import read_records
-
-    run_dir = Path(run_dir)
-    env = run_env(run_dir)
-    recs = read_records(run_dir)
-    return [plot_curves(recs, run_dir / "curves.png", env)] + plot_metrics(recs, run_dir, env)
-
-
-def run_env(run_dir: str | os.PathLike) -> str | None:
-    """The env id of a run directory (or results folder) from its config.json, if any."""
-    import json
-
-    from dreamerjax.run.records import CONFIG_FILE
-    try:
-        return json.loads((Path(run_dir) / CONFIG_FILE).read_text())["run"]["env"]
-    except (OSError, KeyError, ValueError):
-        return None

@@ -1,14 +1,13 @@
 """Episode videos of a trained policy: `dreamerjax eval RUN --video out.mp4` (or .gif).
 
-An evaluation episode is rolled out on device (the same acting step as training and
-evaluation), its env states and observations come back to the host, and each step is
-drawn: image observations directly (upscaled), gymnax's classic-control tasks by a small
-renderer of their state (cart and pole, the two links of Acrobot, the pendulum, the
+An evaluation episode (run/rollout.py) comes with its env states and observations,
+and each step is drawn: image observations directly (upscaled), gymnax's classic-control
+tasks by a small renderer of their state (cart and pole, the two links of Acrobot, the pendulum, the
 mountain car's hill), any other vector observation as bars. The return so far is written
 in the corner. imageio writes the file with its bundled ffmpeg (no system install).
 
-Host envs (gym_, atari_, dmc_, crafter_; host_rollout) play the episode on an env built for
-rendering, with the evaluation policy step of host_driver: each frame is the env's own
+Host envs (gym_, atari_, dmc_, crafter_) play the episode on an env built for rendering
+(run/rollout.py), and each frame is the env's own
 picture (`HostEnv.render()`: Gymnasium's render_mode="rgb_array", DMC's camera), else its
 image observation, else bars of its vector observation, scaled to SIZE pixels high.
 """
@@ -20,103 +19,12 @@ import os
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 SIZE = 256  # frame side in pixels
 
 
-def rollout(setup, params, key, mode: bool = False) -> dict:
-    """One evaluation episode (up to the episode limit) with its per-step env states.
-
-    Returns host arrays over steps [L + 1]: obs (the agent's dict), reward, done (the step
-    ended the episode or came after its end), env_state (the collector's env states)."""
-    from dreamerjax import envs as envs_lib
-    from dreamerjax.algo import agent as agent_lib
-    from dreamerjax.run import host_trainer as host_driver
-    from dreamerjax.run import loop as train_lib
-    if host_driver.is_host_setup(setup):
-        return host_rollout(setup, params, key, mode)
-    cfg = setup.config.agent
-
-    @jax.jit
-    def run(params, key):
-        k_init, k_run = jax.random.split(key)
-        env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
-            k_init[None])
-        carry = agent_lib.policy_initial(cfg, setup.spaces, 1)
-
-        def step(c, k):
-            env, row, carry, done = c
-            k_pol, k_env = jax.random.split(k)
-            _, carry, env2, row2, _ = train_lib.act_and_step(
-                setup, params, carry, row, env, k_pol, k_env, mode)
-            out = {"obs": row2["obs"], "reward": row2["reward"], "done": done,
-                   "env_state": env2.env_state}
-            return (env2, row2, carry, done | row2["is_last"]), out
-
-        first = {"obs": row["obs"], "reward": row["reward"], "done": jnp.zeros((1,), bool),
-                 "env_state": env.env_state}
-        _, outs = jax.lax.scan(step, (env, row, carry, jnp.zeros((1,), bool)),
-                               jax.random.split(k_run, setup.spec.episode_limit))
-        return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], 0), first, outs)
-
-    host = jax.tree.map(lambda x: np.asarray(x)[:, 0], run(params, key))
-    return host
-
-
-def render_env(config):
-    """One host env of the run, built to render: Gymnasium envs with render_mode
-    "rgb_array" where the env offers it; the other suites as training builds them."""
-    from dreamerjax.envs.host import base as host_lib
-    from dreamerjax.run import host_trainer as host_driver
-    suite, task = host_lib.split_env_id(config.run.env)
-    if suite == "gym":
-        import gymnasium
-
-        from dreamerjax.envs.host.gym import GymEnv
-        host_lib.require_extra(config.run.env)
-        try:
-            return GymEnv(task, env_id=config.run.env, render_mode="rgb_array")
-        except (TypeError, ValueError, gymnasium.error.Error):
-            pass  # an env without render_mode: its observations are drawn instead
-    return host_driver.env_factory(config)()
-
-
-def host_rollout(setup, params, key, mode: bool = False) -> dict:
-    """One evaluation episode of a host env (up to the episode limit), with a picture of
-    every step. Returns host arrays over steps [L + 1] (the reset row first): frame (RGB
-    uint8 [H, W, 3]), obs, reward, done (all False: the rollout stops at is_last)."""
-    from dreamerjax.algo import agent as agent_lib
-    from dreamerjax.envs.host import base as host_lib
-    from dreamerjax.run import host_trainer as host_driver
-
-    env = render_env(setup.config)
-    col = host_lib.HostCollector(host_lib.HostVector([lambda: env]),
-                                 time_limit=setup.run.episode_limit)
-    try:
-        step = jax.jit(lambda p, c, r, k: host_driver.eval_act(setup, p, c, r, k, mode))
-        carry = agent_lib.policy_initial(setup.config.agent, setup.spaces, 1)
-        key = np.asarray(key)
-        row = col.reset([host_driver._env_seed(*key.ravel().tolist())])
-        keys = jax.random.split(jax.random.split(key)[1], host_driver.episode_limit(setup))
-        steps = [(row, _picture(env, row))]
-        for k in keys:
-            act, carry = step(params, carry, row, k)
-            row, _ = col.step(np.asarray(act))
-            steps.append((row, _picture(env, row)))
-            if row["is_last"][0]:
-                break
-    finally:
-        col.close()
-    rows = [r for r, _ in steps]
-    return {"frame": np.stack([f for _, f in steps]),
-            "obs": {n: np.stack([r["obs"][n][0] for r in rows]) for n in rows[0]["obs"]},
-            "reward": np.array([r["reward"][0] for r in rows], np.float32),
-            "done": np.zeros((len(rows),), bool)}
-
-
-def _picture(env, row) -> np.ndarray:
+def picture(env, row) -> np.ndarray:
     """RGB uint8 [H, W, 3] of a host env's current step."""
     frame = env.render()
     if frame is None:
@@ -217,7 +125,7 @@ def frames(env_id: str, episode: dict) -> list[np.ndarray]:
 
     out, ret = [], 0.0
     steps = len(episode["reward"])
-    if "frame" in episode:  # a host env's own pictures (host_rollout)
+    if "frame" in episode:  # a host env's own pictures (rollout.host_rollout)
         from PIL import Image
         for t in range(steps):
             ret += float(episode["reward"][t])

@@ -167,3 +167,6 @@ class AtariEnv(HostEnv):
         if self.gray:
             image = (image * GRAY_WEIGHTS).sum(-1).astype(np.uint8)[:, :, None]
         return image
+
+
+make = AtariEnv  # the registry's constructor: make(task, env_id=..., **settings)

@@ -37,12 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from dreamerjax.envs.registry import SUITES, MissingExtra, Suite, register
+from dreamerjax.envs.core import ObsSpace
+from dreamerjax.envs.registry import SUITES, MissingExtra
 
-ObsSpace = tuple[tuple[str, tuple[int, ...], str], ...]
-"""(name, shape, dtype_str) per observation key, in the env's order."""
-
-HOST_SUITES = ("gym", "atari", "atari100k", "dmc", "crafter")
+HOST_SUITES = tuple(name for name, suite in SUITES.items() if not suite.compiled)
+"""The host suites of the registry (envs/registry.py registers them)."""
 
 # The reference's env settings (dreamerv3/configs.yaml:77-84 at 29eb964, `wrapper` and
 # `env.<suite>`), in one place. Suite constructors take these names as keyword arguments;
@@ -60,28 +59,6 @@ SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
     "crafter": dict(size=(64, 64)),
 }
 WRAPPER_DEFAULTS = dict(length=0)  # configs.yaml:77 `wrapper.length` (0: no extra limit)
-
-# The host suites in the env registry (envs/registry.py), for `dreamerjax envs` and the
-# missing-extra errors; compiled=False: they step here, not inside the compiled chunk.
-for _suite in (
-        Suite("gym", "dreamerjax.envs.host.gym", ("gymnasium",), extra="gym", compiled=False,
-              about="any registered Gymnasium env (Box/Discrete), on the host",
-              example="gym_CartPole-v1"),
-        Suite("atari", "dreamerjax.envs.host.atari", ("ale_py", "PIL"), extra="atari",
-              compiled=False, about="Atari 2600 through ale-py, the reference's wrapper",
-              example="atari_pong"),
-        Suite("atari100k", "dreamerjax.envs.host.atari", ("ale_py", "PIL"), extra="atari",
-              compiled=False, about="Atari 100k settings (no sticky actions, colour)",
-              example="atari100k_pong"),
-        Suite("dmc", "dreamerjax.envs.host.dmc", ("dm_control", "mujoco"), extra="dmc",
-              compiled=False, about="DeepMind Control Suite through dm_control",
-              example="dmc_walker_walk"),
-        Suite("crafter", "dreamerjax.envs.host.crafter", ("crafter",), extra="crafter",
-              compiled=False, about="Crafter, achievements per episode",
-              example="crafter_reward")):
-    if _suite.name not in SUITES:
-        register(_suite)
-
 
 @dataclasses.dataclass(frozen=True)
 class HostSpec:
@@ -205,17 +182,9 @@ def make_host_env(env_id: str, **settings) -> HostEnv:
                          f"{', '.join(HOST_SUITES)}")
     require_extra(env_id)
     kw = suite_settings(suite, settings)
-    if suite == "gym":
-        from dreamerjax.envs.host.gym import GymEnv
-        return GymEnv(task, env_id=env_id)
-    if suite in ("atari", "atari100k"):
-        from dreamerjax.envs.host.atari import AtariEnv
-        return AtariEnv(task, env_id=env_id, **kw)
-    if suite == "dmc":
-        from dreamerjax.envs.host.dmc import DMCEnv
-        return DMCEnv(task, env_id=env_id, **kw)
-    from dreamerjax.envs.host.crafter import CrafterEnv
-    return CrafterEnv(task, env_id=env_id, **kw)
+    # Each host suite's module (named in the registry, imported on first use) has
+    # make(task, env_id=..., **settings).
+    return SUITES[suite].load(env_id).make(task, env_id=env_id, **kw)
 
 
 @dataclasses.dataclass(frozen=True)

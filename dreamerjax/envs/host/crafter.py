@@ -63,3 +63,6 @@ class CrafterEnv(HostEnv):
                                **{f"log_achievement_{k}": v for k, v in self._maxima.items()}}}
         return ({"image": np.asarray(image, np.uint8)}, float(reward), terminal,
                 bool(done) and not terminal, out)
+
+
+make = CrafterEnv  # the registry's constructor: make(task, env_id=..., **settings)

@@ -126,3 +126,6 @@ class DMCEnv(HostEnv):
             self._env.close()
         except Exception:  # noqa: BLE001, S110 - closing is best effort
             pass
+
+
+make = DMCEnv  # the registry's constructor: make(task, env_id=..., **settings)

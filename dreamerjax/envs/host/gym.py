@@ -166,6 +166,9 @@ class GymEnv(HostEnv):
             pass
 
 
+make = GymEnv  # the registry's constructor: make(task, env_id=..., **settings)
+
+
 def register(gym_id: str, factory: Callable[..., Any], **kwargs) -> str:
     """Register a user's env factory with Gymnasium and return the dreamerjax env id.
 

@@ -1,0 +1,343 @@
+"""The trainers: the compiled functions of a run, one kind per kind of environment.
+
+Both are siblings behind one protocol (`Trainer`: init, abstract_state, chunk, evaluate,
+report, close), so the driver runs either without knowing which:
+
+    CompiledTrainer  envs in the program: jit(vmap(init_seed)), jit(run_chunk) over a log
+                     interval's ticks, jit(evaluate) (loop.py)
+    HostTrainer      envs on the host: per tick jit(act_and_insert), jit(train_steps),
+                     the envs step meanwhile (host_loop.py); evaluation steps host envs
+
+What they share (the schedule, metric names, seed and evaluation keys, the open-loop
+report) is `_Shared`. Host env states are not in checkpoints: a resumed host run starts
+fresh episodes (the replay and agent are restored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import weakref
+from typing import Protocol
+
+import jax
+import numpy as np
+
+from dreamerjax import envs as envs_lib
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.envs.host import base as host_lib
+from dreamerjax.run import host_loop
+from dreamerjax.run import loop as train_lib
+from dreamerjax.run.loop import SeedState, Setup
+
+EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
+
+
+class Trainer(Protocol):
+    """What the driver needs of a run's compiled functions."""
+
+    setup: Setup
+    seeds: tuple[int, ...]
+    metric_names: tuple[str, ...]
+
+    def init(self) -> SeedState: ...
+
+    def abstract_state(self) -> SeedState: ...
+
+    def chunk(self, states: SeedState, log_index: int): ...
+
+    def evaluate(self, params, log_index: int, mode: bool = False): ...
+
+    def report(self, states: SeedState, log_index: int) -> dict: ...
+
+    def close(self) -> None: ...
+
+
+def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
+    """report.openl on a batch sampled from the first seed's replay."""
+    from dreamerjax.data import replay as replay_lib
+    from dreamerjax.viz import report
+
+    first = jax.tree.map(lambda x: x[0], states)
+    _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
+                                           setup.window_length)
+    return report.openl(first.agent.params, setup.config.agent, setup.spaces, batch)
+
+
+def seed_sharding(devices: int, num_seeds: int):
+    """NamedSharding of the seed axis over `devices` devices (None for one)."""
+    if devices <= 1:
+        return None
+    avail = jax.devices()
+    if devices > len(avail):
+        raise ValueError(f"--devices {devices} but only {len(avail)} JAX devices are visible")
+    if num_seeds % devices:
+        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
+    mesh = jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seed"))
+
+
+def to_host(tree):
+    """numpy copies of (possibly sharded) arrays; gathered from every process when the run
+    spans several (each process holds only its own seeds' shards)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        from dreamerjax.run import distributed
+        jax.block_until_ready(tree)  # this process's own work first: it may lag by minutes
+        distributed.barrier("to_host")
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree.map(np.asarray, tree)
+
+
+@dataclasses.dataclass
+class _Shared:
+    """What both trainers compute the same way: the schedule, the metric names, the seed
+    and evaluation keys and the open-loop report of the first seed."""
+
+    setup: Setup
+    seeds: tuple[int, ...]
+    devices: int = 1
+
+    def _prepare(self, setup: Setup) -> None:
+        self.setup = setup
+        self.metric_names = train_lib.metric_names(setup)
+        self.updates_due = train_lib.updates_per_tick(setup)
+        self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
+
+    def _keys(self) -> np.ndarray:
+        # Host inputs go in as numpy arrays: in a multi-host run every process passes the
+        # same values, which jit takes as replicated (a device array is process-local).
+        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
+
+    def eval_keys(self, log_index: int) -> np.ndarray:
+        """[seeds, 2] evaluation keys of a log point: fold_in(PRNGKey(seed), offset + i)."""
+        return np.stack([
+            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
+            for s in self.seeds])
+
+    def owed(self, log_index: int) -> np.ndarray:
+        """Updates owed after each tick of a log interval [ticks_per_log]."""
+        t = self.setup.ticks_per_log
+        return np.asarray(self.updates_due[log_index * t:(log_index + 1) * t])
+
+    def init(self) -> SeedState:
+        return self._init(self._keys())
+
+    def abstract_state(self) -> SeedState:
+        """The state's shapes, dtypes and shardings, without computing it (restore target)."""
+        shapes = jax.eval_shape(self._init_fn, self._keys())
+        if self.sharding is None:
+            return shapes
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=self.sharding), shapes)
+
+    def report(self, states: SeedState, log_index: int) -> dict:
+        """The open-loop report (report.openl) of the first seed, from its replay."""
+        from dreamerjax.run import distributed
+        distributed.barrier("report")  # slicing out the first seed may move it: a collective
+        key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
+                                 + log_index)
+        return to_host(self._report(states, np.asarray(key)))
+
+    def close(self) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class CompiledTrainer(_Shared):
+    """The compiled functions of a run whose envs are written in JAX: the envs step
+    inside the chunk."""
+
+    def __post_init__(self):
+        if self.devices > 1 and self.setup.run.seed_loop == "map":
+            raise ValueError("run.seed_loop=map runs every seed on one device; with "
+                             "--devices N use vmap or auto")
+        # Resolved once here: seeds sharded over devices are vmapped on each.
+        how = "vmap" if self.devices > 1 else train_lib.seed_loop(self.setup)
+        setup = train_lib.with_run(self.setup, seed_loop=how)
+        self._prepare(setup)
+        self.sharding = seed_sharding(self.devices, len(self.seeds))
+        names = self.metric_names
+        self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
+        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+        # Pin the seed axis of the chunk's state (and of the episode ends [ticks, seeds,
+        # envs]) to the mesh, so every device keeps its own seeds through the whole chunk.
+        shard = {}
+        if self.sharding is not None:
+            mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
+            due_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
+            ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
+            shard = {"in_shardings": (self.sharding, due_sh),
+                     "out_shardings": (self.sharding, ends_sh)}
+        self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
+                              donate_argnums=0, **shard)
+        self._eval = jax.jit(self._eval_fn, static_argnums=2)
+
+    def _eval_fn(self, params, keys, mode: bool):
+        """Evaluation of every seed: [seeds, episodes] returns and lengths. Each device
+        runs its own seeds' while_loop (shard_map): under plain jit the loop's condition
+        would be reduced over the sharded seed axis, a collective that also makes every
+        device play until the slowest seed's episodes end."""
+        setup, eps = self.setup, self.setup.run.eval_episodes
+        if self.sharding is None:
+            return train_lib.over_seeds(
+                setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
+        fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
+        spec = jax.sharding.PartitionSpec("seed")
+        # check_vma off: the loop's carry starts from constants (device-invariant) and
+        # becomes per-device, which the varying-axes check refuses for loops.
+        return jax.shard_map(fn, mesh=self.sharding.mesh, in_specs=(spec, spec),
+                             out_specs=spec, check_vma=False)(params, keys)
+
+    def chunk(self, states: SeedState, log_index: int):
+        return self._chunk(states, self.owed(log_index))
+
+    def evaluate(self, params, log_index: int, mode: bool = False):
+        """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
+        return self._eval(params, self.eval_keys(log_index), mode)
+
+
+@dataclasses.dataclass
+class HostTrainer(_Shared):
+    """The compiled functions of a run whose envs step on the host (host_loop.py).
+
+    parallel: one worker process per env (else all step in this process, the default,
+    cheapest for envs such as CartPole and on a 2-core machine); timeout: seconds a
+    worker may take for one command before the run stops with an error.
+    """
+
+    parallel: bool | None = None  # None: the config's run.driver_parallel if it has one
+    timeout: float = 300.0
+    # Seconds summed over the ticks of chunk() when a dict (dreamerjax bench --env): "act"
+    # (policy dispatch until its actions are on the host, i.e. also the wait for the
+    # previous tick's updates), "dispatch" (handing the updates to the device), "env" (the
+    # host envs' step, overlapping those updates), "ticks".
+    profile: dict | None = None
+
+    def __post_init__(self):
+        if self.devices != 1:
+            raise ValueError("--devices: host environments run on one device")
+        if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
+            self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
+        self._prepare(self.setup)
+        self.sharding = None
+        setup, names = self.setup, self.metric_names
+        self._init_fn = jax.vmap(lambda k: host_loop.init_host_seed(setup, k, names))
+        self._init = jax.jit(self._init_fn)
+        self._act = jax.jit(
+            lambda st, rows: train_lib.over_seeds(
+                setup, lambda s, r: host_loop.act_and_insert(setup, s, r), st, rows),
+            donate_argnums=0)
+        self._train = jax.jit(lambda st, n: host_loop.train_steps(setup, st, n), donate_argnums=0)
+        self._eval_act = jax.jit(
+            lambda p, c, r, k, mode: train_lib.over_seeds(
+                setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),
+            static_argnums=4)
+        self._eval_carry = jax.jit(jax.vmap(
+            lambda _: agent_lib.policy_initial(setup.config.agent, setup.spaces,
+                                               setup.run.eval_episodes)))
+        self._train_envs: host_lib.HostCollector | None = None
+        self._eval_envs: host_lib.HostCollector | None = None
+        self._rows: dict | None = None
+
+    # -- envs
+
+    def _collector(self, count: int) -> host_lib.HostCollector:
+        factory = host_loop.env_factory(self.setup.config)
+        vec = host_lib.HostVector([factory] * count, parallel=self.parallel,
+                                  timeout=self.timeout)
+        col = host_lib.HostCollector(vec, time_limit=self.setup.run.episode_limit)
+        weakref.finalize(self, vec.close)
+        if col.spec != self.setup.spec:
+            vec.close()
+            raise ValueError(f"host env spaces changed: {col.spec} vs {self.setup.spec}")
+        return col
+
+    def _start_envs(self) -> None:
+        """Training envs: seed s, env w gets its own instance, first reset seeded (s, w)."""
+        n = self.setup.run.num_envs
+        self._train_envs = self._collector(len(self.seeds) * n)
+        env_seeds = [host_loop.env_seed(s, w) for s in self.seeds for w in range(n)]
+        self._rows = _split_seeds(self._train_envs.reset(env_seeds), len(self.seeds))
+
+    def close(self) -> None:
+        for col in (self._train_envs, self._eval_envs):
+            if col is not None:
+                col.close()
+
+    # -- the Trainer interface
+
+    def chunk(self, states: SeedState, log_index: int):
+        """One log interval of ticks. Returns (states, EpisodeEnd [ticks, seeds, envs])."""
+        if self._train_envs is None:
+            self._start_envs()
+        owed = self.owed(log_index)
+        S, n = len(self.seeds), self.setup.run.num_envs
+        ends = []
+        prof, clock = self.profile, time.perf_counter
+        for due in owed:
+            t0 = clock()
+            states, actions = self._act(states, self._rows)
+            actions = np.asarray(actions)  # waits for the policy, not for updates
+            t1 = clock()
+            if due:
+                states = self._train(states, np.int32(due))  # dispatched; runs meanwhile
+            t2 = clock()
+            rows, end = self._train_envs.step(actions.reshape(S * n, *actions.shape[2:]))
+            self._rows = _split_seeds(rows, S)
+            ends.append(end)
+            if prof is not None:
+                for k, v in (("act", t1 - t0), ("dispatch", t2 - t1), ("env", clock() - t2),
+                             ("ticks", 1)):
+                    prof[k] = prof.get(k, 0) + v
+        stack = lambda xs: np.stack([x.reshape(S, n) for x in xs])  # noqa: E731
+        out = envs_lib.EpisodeEnd(
+            ended=stack([e.ended for e in ends]), length=stack([e.length for e in ends]),
+            score=stack([e.score for e in ends]), terminal=stack([e.terminal for e in ends]),
+            stats={k: stack([e.stats[k] for e in ends]) for k in ends[0].stats})
+        return states, out
+
+    def evaluate(self, params, log_index: int, mode: bool = False):
+        """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own
+        evaluation envs, the first episode of each up to the episode limit, keys as the
+        compiled evaluate draws them (fold_in(PRNGKey(seed), 1e6 + log index))."""
+        E, S = self.setup.run.eval_episodes, len(self.seeds)
+        if self._eval_envs is None:
+            self._eval_envs = self._collector(S * E)
+        keys = self.eval_keys(log_index)
+        limit = host_loop.episode_limit(self.setup)
+        step_keys = jax.vmap(lambda k: jax.random.split(jax.random.split(k)[1], limit))(keys)
+        env_seeds = [host_loop.env_seed(s, EVAL_KEY_OFFSET + log_index, e)
+                     for s in self.seeds for e in range(E)]
+        rows = _split_seeds(self._eval_envs.reset(env_seeds), S)
+        carry = self._eval_carry(np.zeros((S,), np.int32))
+        ret = np.zeros((S * E,), np.float64)
+        length = np.zeros((S * E,), np.int64)
+        done = np.zeros((S * E,), bool)
+        for t in range(limit):
+            act, carry = self._eval_act(params, carry, rows, step_keys[:, t], mode)
+            act = np.asarray(act)
+            flat, _ = self._eval_envs.step(act.reshape(S * E, *act.shape[2:]))
+            live = ~done
+            ret += np.where(live, flat["reward"], 0.0)
+            length += live
+            done |= flat["is_last"]
+            if done.all():
+                break
+            rows = _split_seeds(flat, S)
+        # Unfinished episodes leave their envs mid-episode: the next evaluation resets all.
+        return (ret.astype(np.float32).reshape(S, E), length.astype(np.float32).reshape(S, E))
+
+
+def make_trainer(setup: Setup, seeds, devices: int = 1) -> Trainer:
+    """The trainer of a setup: host envs (gym_, atari_, dmc_, crafter_) get a HostTrainer,
+    which steps them on the CPU between compiled calls; every other suite a CompiledTrainer."""
+    if host_loop.is_host_setup(setup):
+        return HostTrainer(setup, tuple(seeds), devices)
+    return CompiledTrainer(setup, tuple(seeds), devices)
+
+
+def _split_seeds(tree, seeds: int):
+    """[seeds * n, ...] -> [seeds, n, ...] on every leaf."""
+    return jax.tree.map(lambda x: x.reshape(seeds, -1, *x.shape[1:]), tree)
