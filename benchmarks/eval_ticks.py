@@ -24,6 +24,7 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import setup as setup_lib
 
@@ -68,7 +69,7 @@ def _timed(fn, args, repeats: int):
 
 
 def measure(env_id: str, tiny: bool, seeds: int, episodes: int, repeats: int) -> dict:
-    setup = setup_lib.make_setup(train_lib.make_config(env_id, tiny=tiny))
+    setup = setup_lib.make_setup(make_config(env_id, tiny=tiny))
     keys = jnp.stack([jax.random.PRNGKey(s) for s in range(seeds)])
     params = jax.vmap(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces).params)(
         keys)

@@ -8,9 +8,9 @@ JAX starts its backend).
 __version__ = "0.1.0"
 
 
-# The Python API, imported on first use so that `import dreamerjax` stays light. (Training
-# itself is dreamerjax.run.driver.train: the name `dreamerjax.run.loop` is the per-seed module.)
-_API = {"load_policy": "dreamerjax.run.policy", "make_config": "dreamerjax.run.loop"}
+# The Python API, imported on first use so that `import dreamerjax` stays light.
+_API = {"load_policy": "dreamerjax.run.policy", "make_config": "dreamerjax.config.defaults",
+        "train": "dreamerjax.run.driver"}
 
 
 def __getattr__(name: str):

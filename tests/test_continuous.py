@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dreamerjax import envs
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import checkpoint, driver, records
-from dreamerjax.run.loop import make_config
 from dreamerjax.run.setup import make_setup
 
 

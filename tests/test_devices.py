@@ -14,6 +14,7 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     import jax
     import jax.numpy as jnp
+    from dreamerjax.config.defaults import make_config
     from dreamerjax.run import driver, loop as train
     from dreamerjax.run import setup as setup_lib
     from dreamerjax.tools.compare import ProtocolFields
@@ -25,7 +26,7 @@ SCRIPT = textwrap.dedent("""
     jax.config.update("jax_compilation_cache_dir", os.path.join(out, "cache"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    cfg = train.make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
+    cfg = make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
                             eval_episodes=2)
     res = {"device_count": jax.device_count()}
     for d in (2, 1):

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import checkpoint, driver, records
-from dreamerjax.run.loop import make_config
 from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.compare import ProtocolFields
 

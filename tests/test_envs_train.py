@@ -7,8 +7,8 @@ import importlib.util
 import numpy as np
 import pytest
 
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import driver, records
-from dreamerjax.run.loop import make_config
 
 RUNS = [
     # MinAtar's 10 x 10 images take a CNN geometry of their own (the check suggests it).

@@ -69,8 +69,8 @@ def test_records_strict_json_and_tensorboard_tags():
 def test_craftax_run_records_the_success_rates_of_its_interval(tmp_path):
     if importlib.util.find_spec("craftax") is None:
         pytest.skip("craftax not installed")
+    from dreamerjax.config.defaults import make_config
     from dreamerjax.run import driver
-    from dreamerjax.run.loop import make_config
 
     cfg = make_config("craftax_Craftax-Classic-Symbolic-v1", tiny=True, steps=320,
                       eval_every=160, eval_episodes=1, num_envs=4, episode_limit=30)

@@ -9,6 +9,7 @@ import pytest
 from _benchmarks import load
 
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import setup as setup_lib
 
@@ -21,7 +22,7 @@ _full_scan = load("eval_ticks.py").full_scan
 
 
 def _setup(episode_limit=0):
-    config = train_lib.make_config("CartPole-v1", tiny=True, steps=256, eval_every=128,
+    config = make_config("CartPole-v1", tiny=True, steps=256, eval_every=128,
                                    num_envs=8, batch_length=9, episode_limit=episode_limit)
     return setup_lib.make_setup(config)
 

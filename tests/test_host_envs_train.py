@@ -6,11 +6,11 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
+from dreamerjax.config.defaults import make_config  # noqa: E402
 from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
 from dreamerjax.run import checkpoint as ckpt  # noqa: E402
 from dreamerjax.run import driver, records  # noqa: E402
-from dreamerjax.run.loop import make_config  # noqa: E402
 from dreamerjax.run.setup import make_setup  # noqa: E402
 
 

@@ -10,10 +10,10 @@ import sys
 import jax
 import pytest
 
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import memory
 from dreamerjax.run import setup as setup_lib
-from dreamerjax.run.loop import make_config
 from dreamerjax.tools import cli
 
 

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dreamerjax.config import defaults as config_lib
+
 f32 = jnp.float32
 sg = jax.lax.stop_gradient
 
@@ -165,7 +167,10 @@ def twohot_mean_pairsum(logits: jax.Array, bins: jax.Array) -> jax.Array:
     return centre + jnp.sum(weighted[..., :m][..., ::-1] + weighted[..., m + 1:], -1)
 
 
-TWOHOT_MEANS = {"exact": twohot_mean, "pairsum": twohot_mean_pairsum}
+# The summations by their config names (config/defaults.py TWOHOT_MEANS, one of which a
+# config's agent.twohot_mean names).
+TWOHOT_MEANS = dict(zip(config_lib.TWOHOT_MEANS, (twohot_mean, twohot_mean_pairsum),
+                        strict=True))
 
 
 def twohot_mode(logits: jax.Array, bins: jax.Array) -> jax.Array:

@@ -154,7 +154,7 @@ class AgentConfig:
     replay_critic_loss: bool = True
     # Summation of the two-hot expectation (rewards, values): "exact" mirror difference
     # (default, D1) or "pairsum", the reference's order with its fused-multiply-add noise.
-    twohot_mean: str = "exact"
+    twohot_mean: str = "exact"  # one of TWOHOT_MEANS
     # Test-only switch: latent and action samples take the mode (with the
     # straight-through gradient), as the reference fixtures were produced.
     sample_mode: bool = False
@@ -212,6 +212,10 @@ class RunConfig:
     # none of them, and `dreamerjax compare` derives what it needs from the run's files.
     protocol: bool = False
 
+
+# agent.twohot_mean values: the summations algo/numerics.py implements (its dict of them
+# is keyed by these names).
+TWOHOT_MEANS = ("exact", "pairsum")
 
 # run.seed_loop values (config.RunConfig.seed_loop).
 SEED_LOOPS = ("auto", "vmap", "map")
@@ -391,6 +395,19 @@ TINY: dict = dict(deter=64, hidden=16, classes=4, units=16, depth=4, stoch=4)
 def tiny_agent_config(**overrides) -> AgentConfig:
     """The tiny config (TINY): deter 64, hidden 16, classes 4, stoch 4, units 16, CNN depth 4."""
     return dataclasses.replace(_resized(**TINY), **overrides)
+
+
+
+def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
+                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
+                twohot_mean: str | None = None, **run_overrides) -> Config:
+    """A Config from the common run options (the Python API's shorthand)."""
+    acfg = tiny_agent_config() if tiny else agent_config(size)
+    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
+    if twohot_mean is not None:
+        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
+    run = dataclasses.replace(RunConfig(env=env), **run_overrides)
+    return Config(agent=acfg, run=run, size="tiny" if tiny else size)
 
 
 def replay_rows_per_env(run: RunConfig) -> int:

@@ -40,6 +40,7 @@ from dreamerjax.config.defaults import (
     SEED_LOOPS,
     SIZES,
     TINY,
+    TWOHOT_MEANS,
     AgentConfig,
     Config,
     agent_config,
@@ -748,10 +749,6 @@ def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
 # ---------------------------------------------------------------------------------------
 # Checks (before anything compiles); each names the key
 
-
-# numerics.TWOHOT_MEANS, spelled here so that checking a config does not import JAX (a test
-# keeps the two equal).
-TWOHOT_MEANS = ("exact", "pairsum")
 
 _POSITIVE = (
     "run.steps", "run.num_envs", "run.eval_eps", "run.eval_every_rows", "replay.size",

@@ -19,14 +19,10 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.algo.numerics import TWOHOT_MEANS
 from dreamerjax.config.defaults import (
     Config,
     RunConfig,
-    agent_config,
     replay_rows_per_env,
-    tiny_agent_config,
-    with_cnn,
 )
 from dreamerjax.data import metric_window, schema
 from dreamerjax.data import replay as replay_lib
@@ -73,18 +69,6 @@ class Setup:
 # ----------------------------------------------------------------------------- setup
 
 
-def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
-                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
-                twohot_mean: str | None = None, **run_overrides) -> Config:
-    """A Config from the common run options (the Python API's shorthand)."""
-    acfg = tiny_agent_config() if tiny else agent_config(size)
-    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
-    if twohot_mean is not None:
-        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
-    run = dataclasses.replace(RunConfig(env=env), **run_overrides)
-    return Config(agent=acfg, run=run, size="tiny" if tiny else size)
-
-
 def replay_capacity(run: RunConfig) -> int:
     """Replay rows per env: replay.size over the envs, but no more than the run fills
     (config.replay_rows_per_env; every row of a run shorter than the replay is kept, as in
@@ -105,16 +89,14 @@ def make_compiled_setup(config: Config) -> Setup:
 
 def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
     """The checks of every run against its spaces, before compiling (compiled and host
-    suites alike): the CNN geometry of each encoded image key, the two-hot summation, the
-    log points, the replay against one sequence. Returns the replay capacity."""
+    suites alike): the CNN geometry of each encoded image key, the log points, the replay
+    against one sequence (the config's own checks are config/keys.validate's). Returns the
+    replay capacity."""
     from dreamerjax.algo import nets
 
     run = config.run
     for name in spaces.enc_image_keys:
         nets.cnn_strides(config.agent.enc, spaces.obs_dict()[name][0][0])
-    if config.agent.twohot_mean not in TWOHOT_MEANS:
-        raise ValueError(f"twohot_mean {config.agent.twohot_mean!r}: choose one of "
-                         f"{', '.join(TWOHOT_MEANS)}")
     schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
     capacity = replay_capacity(run)
     length = run.batch_length + run.replay_context

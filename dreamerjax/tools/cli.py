@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from dreamerjax.config.defaults import DEFAULT_SIZE, SIZES, RunConfig
+from dreamerjax.config.defaults import DEFAULT_SIZE, SIZES, TWOHOT_MEANS, RunConfig
 
 DEFAULT_ENV = RunConfig.env
 
@@ -130,7 +130,7 @@ class TrainArgs:
     cnn_minres: _optional(int, "INT", 4) = None
     """Image observations: resolution after the last conv stage; e.g. 5 for MinAtar's
     10 x 10 images with --cnn-mults 1 2."""
-    twohot_mean: Annotated[Literal["exact", "pairsum"] | None, tyro.conf.arg(
+    twohot_mean: Annotated[Literal[TWOHOT_MEANS] | None, tyro.conf.arg(
         metavar="{exact,pairsum}", help_behavior_hint="(default: exact)")] = None
     """Summation of the reward and value heads' two-hot expectation: exact (mirror
     difference) or pairsum (the reference's order, with its rounding noise; for studying
