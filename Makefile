@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow lint clean-venv
+.PHONY: demo test test-fast test-slow lint clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest -q
+
+# The quick tier for the edit-test loop: units, contracts, parity, one tiny end-to-end run.
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/pytest -q -m fast
 
 # The slow tier (learning checks, long kill tests, large configs): not run by CI.
 test-slow: $(VENV)/.installed-dev
