@@ -263,6 +263,18 @@ REFUSED: dict[str, str] = {
     "random_agent": "not implemented",
 }
 
+# Config fields that may differ between a checkpoint and the run resuming it: neither
+# changes a shape nor the algorithm. run.steps may only grow (steps_may_grow).
+RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel"})
+
+
+def steps_may_grow(saved: int, new: int) -> str | None:
+    """Why `new` run.steps cannot resume a run of `saved` steps, or None."""
+    if int(new) < int(saved):
+        return f"the run has {int(saved)} steps; steps may only grow on resume"
+    return None
+
+
 # CLI fields -> the dotted key (or regex) they set, as explicit flags (the last layer).
 FLAG_KEYS: dict[str, str] = {
     "env": "task",

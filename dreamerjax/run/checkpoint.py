@@ -34,6 +34,7 @@ from typing import Any
 
 import jax
 
+from dreamerjax.config.keys import RESUMABLE_FIELDS, steps_may_grow
 from dreamerjax.run.records import flatten, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
@@ -41,9 +42,6 @@ KEEP = 2
 MANIFEST = "MANIFEST.dreamerjax.json"  # inside <index>/, next to orbax's items
 MANIFEST_KEY = "_manifest"  # in the saved meta: a MANIFEST follows (read_meta drops it)
 DAMAGED_DIR = "damaged"  # run_dir/damaged/<index>-<time>: checkpoints set aside on resume
-# Config keys (dotted) that may differ between a checkpoint and the resuming run: neither
-# changes a shape nor the algorithm. run.steps may only grow (checked separately).
-RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel"})
 
 
 def _ocp():
@@ -347,7 +345,7 @@ def _flatten(d: Mapping) -> dict[str, Any]:
 
 
 def check_compatible(saved_config: Mapping, config: Mapping,
-                     allowed: Iterable[str] = RESUMABLE_KEYS) -> None:
+                     allowed: Iterable[str] = RESUMABLE_FIELDS) -> None:
     """Raise ValueError naming every key where `config` may not resume `saved_config`.
 
     Both are nested config dicts (Config.to_dict(), plus whatever the caller adds). Only
@@ -372,9 +370,9 @@ def check_compatible(saved_config: Mapping, config: Mapping,
         elif old[key] != new[key]:
             problems.append(f"{key}: {old[key]!r} in the checkpoint, {new[key]!r} now")
     if "run.steps" in old and "run.steps" in new:
-        if int(new["run.steps"]) < int(old["run.steps"]):
-            problems.append(f"run.steps: {old['run.steps']} in the checkpoint, "
-                            f"{new['run.steps']} now (steps may only grow on resume)")
+        why = steps_may_grow(old["run.steps"], new["run.steps"])
+        if why:
+            problems.append(f"run.steps: {new['run.steps']} now: {why}")
     if problems:
         raise ValueError("checkpoint comes from an incompatible config:\n  "
                          + "\n  ".join(problems))

@@ -701,7 +701,12 @@ def _code(result: Any) -> int:
 
 
 # Resume: flags that may differ from the checkpoint's config, and how each is compared.
-RESUME_MAY_CHANGE = ("steps", "checkpoint_every", "driver_parallel")
+def _resume_may_change() -> tuple[str, ...]:
+    """The flags whose config field may change on --resume (configs.RESUMABLE_FIELDS)."""
+    from dreamerjax.config import keys as configs
+
+    return tuple(flag for flag, key in configs.FLAG_KEYS.items()
+                 if configs.KEYS.get(key) in configs.RESUMABLE_FIELDS)
 
 
 def resolve_args(args: TrainArgs | InfoArgs):
@@ -725,50 +730,52 @@ def config_from_args(args: TrainArgs | InfoArgs):
 
 
 def _given_flags(args: TrainArgs) -> dict[str, Any]:
-    """The run-defining flags given on the command line (None = not given)."""
-    names = ("env", "size", "seeds", "steps", "eval_every", "eval_episodes", "num_envs",
-             "train_ratio", "checkpoint_every", "cnn_mults", "cnn_minres", "twohot_mean")
-    given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    if args.tiny:
-        given["tiny"] = True
-    if args.driver_parallel:
-        given["driver_parallel"] = True
-    if args.protocol:
-        given["protocol"] = True
-    return given
+    """The run-defining flags given on the command line (a switch counts when on)."""
+    from dreamerjax.config import keys as configs
+
+    names = ("size", "seeds", "tiny", *configs.FLAG_KEYS)
+    return {n: getattr(args, n) for n in names if getattr(args, n) not in (None, False)}
+
+
+def _saved_flags(config, seeds) -> dict[str, Any]:
+    """A run's value of every run-defining flag, from its config."""
+    import functools
+
+    from dreamerjax.config import keys as configs
+
+    saved = {"size": config.size, "seeds": tuple(seeds), "tiny": config.size == "tiny",
+             "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres}
+    for flag, key in configs.FLAG_KEYS.items():
+        if key in configs.KEYS:  # a plain key (the CNN flags set a regex of keys)
+            saved[flag] = functools.reduce(getattr, configs.KEYS[key].split("."), config)
+    return saved
 
 
 def resume_config(args: TrainArgs):
     """(config, seeds) of `--resume RUN`: the run's config.json with the flags that may
     change applied; ArgumentError naming the first flag that conflicts with it."""
+    from dreamerjax.config.keys import steps_may_grow
     from dreamerjax.run.records import read_run_config
 
     try:
         config, seeds = read_run_config(args.resume)
     except ValueError as e:
         raise ArgumentError(f"--resume {args.resume}: {e}") from e
-    saved = {
-        "env": config.run.env, "size": config.size, "seeds": tuple(seeds),
-        "steps": config.run.steps, "eval_every": config.run.eval_every,
-        "eval_episodes": config.run.eval_episodes, "num_envs": config.run.num_envs,
-        "train_ratio": config.run.train_ratio,
-        "checkpoint_every": config.run.checkpoint_every,
-        "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
-        "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny",
-        "driver_parallel": config.run.driver_parallel, "protocol": config.run.protocol}
+    saved = _saved_flags(config, seeds)
+    may_change = _resume_may_change()
     for name, value in _given_flags(args).items():
         have = saved[name]
-        if name == "steps" and value < have:
-            raise ArgumentError(f"--steps {value}: the run has {have} steps; steps may only "
-                                "grow on --resume")
-        if name in RESUME_MAY_CHANGE:
+        why = steps_may_grow(have, value) if name == "steps" else None
+        if why:
+            raise ArgumentError(f"--steps {value}: {why}")
+        if name in may_change:
             continue
         if (tuple(value) if isinstance(value, tuple | list) else value) != have:
             flag = "--" + name.replace("_", "-")
             raise ArgumentError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
                                 "cannot change on --resume (start a new run with --out)")
     run = dataclasses.replace(
-        config.run, **{k: v for k, v in _given_flags(args).items() if k in RESUME_MAY_CHANGE})
+        config.run, **{k: v for k, v in _given_flags(args).items() if k in may_change})
     check_schedule(run.steps, run.eval_every, run.num_envs)
     return dataclasses.replace(config, run=run), tuple(seeds)
 
