@@ -44,7 +44,8 @@ MANIFEST_KEY = "_manifest"  # in the saved meta: a MANIFEST follows (read_meta d
 DAMAGED_DIR = "damaged"  # run_dir/damaged/<index>-<time>: checkpoints set aside on resume
 # Config keys (dotted) that may differ between a checkpoint and the resuming run: neither
 # changes a shape nor the algorithm. run.steps may only grow (checked separately).
-RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel"})
+RESUMABLE_KEYS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
+                            "run.report_every"})
 
 
 def _ocp():

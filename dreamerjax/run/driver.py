@@ -31,9 +31,9 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config, from_dict
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
+from dreamerjax.run import host_time, memory, precompile, records, testhooks
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import loop as train_lib
-from dreamerjax.run import memory, precompile, records, testhooks
 from dreamerjax.run.loop import SeedState, Setup
 
 EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
@@ -342,6 +342,12 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
     return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
 
 
+def _should_report(config: Config, log_index: int, num_logs: int) -> bool:
+    """The open-loop report every run.report_every log points and at the last (0: never)."""
+    every = config.run.report_every
+    return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
+
+
 NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 
 
@@ -355,19 +361,24 @@ def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | Non
 
 
 def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, float]) -> str:
-    """One grep-able line per log point (means over seeds); scales: agent.loss_scales."""
-    def mean(values):
+    """One grep-able line per log point (means over seeds); scales: agent.loss_scales.
+    What is not known yet is said: before the first update the losses and speed give way
+    to "(no update yet)", and a value no seed has (no training episode ended in the
+    interval) reads n/a."""
+    def mean(values, digits):
         values = [v for v in values if v is not None]
-        return float(np.mean(values)) if values else float("nan")
+        return f"{float(np.mean(values)):.{digits}f}" if values else "n/a"
 
     recs = point.records
-    wm = mean(world_model_loss(r["train"], scales) for r in recs)
-    return (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
-            f"eval_return {mean(r['eval_mean'] for r in recs):.1f} "
-            f"train_return {mean(r['train_return'] for r in recs):.1f} "
-            f"wm_loss {wm:.3f} "
-            f"actor_entropy {mean(r['train'].get('ent/action/mean') for r in recs):.3f} "
-            f"updates/s {updates_per_s:.2f}")
+    line = (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
+            f"eval_return {mean((r['eval_mean'] for r in recs), 1)} "
+            f"train_return {mean((r['train_return'] for r in recs), 1)} ")
+    if recs[0]["updates"] <= 0:
+        return line + "(no update yet)"
+    return line + (
+        f"wm_loss {mean((world_model_loss(r['train'], scales) for r in recs), 3)} "
+        f"actor_entropy {mean((r['train'].get('ent/action/mean') for r in recs), 3)} "
+        f"updates/s {updates_per_s:.2f}")
 
 
 def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
@@ -545,7 +556,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     enable_compile_cache(compile_cache)
     if precompile.wanted(compile_cache):  # XLA's compile peak paid in a child process
-        precompile.precompile(setup, seeds, devices, report=report)
+        precompile.precompile(setup, seeds, devices,
+                              report=report and config.run.report_every > 0)
     run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
@@ -565,6 +577,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     bar = _progress(progress and run.primary, config.run.steps,
                     start_log * config.run.eval_every)
     t0 = time.time() - wall0
+    phases = host_time.Phases()  # host_s of the records (host_time.py)
     with writer_cls(out, resume=positions, tensorboard=tensorboard) as writer:
         writer.write_config(config.to_dict() | {"seeds": list(seeds)})
         if positions is not None:
@@ -576,25 +589,33 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
             testhooks.point("chunk", log_index)
             precompile.before_chunk()  # glibc's freed heap back before the update's buffers
-            states, ends = run.trainer.chunk(states, log_index)
-            point, host = log_point(run, states, ends, log_index, t0)
-            for cb in run.callbacks:
-                cb.on_log(point)
-            writer.add_episodes(point.episodes)
-            testhooks.point("records")
-            writer.add_records(point.records)
-            testhooks.point("tensorboard")
-            for r in point.records:
-                writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
+            with phases("train"):
+                states, ends = run.trainer.chunk(states, log_index)
+                jax.block_until_ready((states.updates, ends))
+            with phases("evaluate"):
+                point, host = log_point(run, states, ends, log_index, t0)
+            with phases("callbacks"):
+                for cb in run.callbacks:
+                    cb.on_log(point)
+            if report and _should_report(config, log_index, run.num_logs):
+                with phases("report"):
+                    write_report(run, states, point, writer)
+            host_time.stamp(point.records, phases, time.time() - t0)
+            with phases("write"):
+                writer.add_episodes(point.episodes)
+                testhooks.point("records")
+                writer.add_records(point.records)
+                testhooks.point("tensorboard")
+                for r in point.records:
+                    writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
             written += point.records
-            if report:
-                write_report(run, states, point, writer)
             states = states.replace(window=metric_window.reset(states.window))
             stop = stop_requested()
             if _should_checkpoint(config, log_index, run.num_logs) or (
                     stop and config.run.checkpoint_every > 0):
                 wall = time.time() - t0
-                ckpt.save(out, log_index, states, _meta(run, point, host, writer, wall))
+                with phases("checkpoint"):
+                    ckpt.save(out, log_index, states, _meta(run, point, host, writer, wall))
             if stop:
                 _say_stopped(stop, out, point.rows, config.run.checkpoint_every > 0,
                              run.primary)
@@ -612,7 +633,10 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         bar.close()
     if run.primary:
         from dreamerjax.viz import plots
-        plots.plot_run(out)
+        with phases("plots"):
+            plots.plot_run(out)
+        if progress and written:
+            print(host_time.tail_line(phases.take()), file=sys.stderr)
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
