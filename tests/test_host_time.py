@@ -152,3 +152,30 @@ def test_report_of_a_wide_run_is_bounded(wide_run, tmp_path):
     small = report.write_openl(_report(8), tmp_path)
     assert [iio.imread(p).shape for p in sorted(files)] == [
         iio.imread(p).shape for p in sorted(small)]
+
+
+def test_video_writer_forks_no_python_under_jax(tmp_path):
+    """The .mp4 writer starts ffmpeg without running Python in a forked child: JAX's
+    at-fork warning (which a preexec_fn, as imageio's own writer passes, would raise)
+    stays silent, and the video has every frame."""
+    import os
+    import subprocess
+    import warnings
+
+    import imageio.v3 as iio
+    import jax
+
+    from dreamerjax.viz import video
+
+    jax.numpy.zeros(1).block_until_ready()  # JAX's backend (and its fork handler) is up
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        subprocess.run(["true"], preexec_fn=os.setpgrp, check=True)  # noqa: PLW1509
+    assert any("os.fork()" in str(w.message) for w in seen)  # the check can fail
+    frames = [np.full((33, 47, 3), 10 * t, np.uint8) for t in range(12)]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        path = video.write_video(tmp_path / "v.mp4", frames, fps=10)
+    assert not [w for w in seen if "fork" in str(w.message)]
+    got = iio.imread(path)
+    assert got.shape[0] == 12 and got.shape[1:3] == (34, 48)  # padded to even sizes
