@@ -42,14 +42,18 @@ VECTOR_PANELS = 8  # vector dimensions drawn as their own panels (the rest: the 
 f32 = jnp.float32
 
 
-def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT) -> dict:
-    """Open-loop predictions of a replay batch [B, 1+T, ...] (row 0 is the replay context).
+def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT,
+          sequences: int = SEQUENCES) -> dict:
+    """Open-loop predictions of the first `sequences` of a replay batch [B, 1+T, ...]
+    (row 0 is the replay context); the pictures show no more, so no more are computed or
+    copied to the host (each sequence's predictions are its own).
 
     Latents and imagined steps take the mode (a report, not a sample). Returns host-ready
-    arrays [B, T, ...]: truth and pred per decoded key (vectors in observation space,
+    arrays [S, T, ...]: truth and pred per decoded key (vectors in observation space,
     images in [0, 1]), reward / pred_reward, cont / pred_cont, and `context` (the number
     of observed rows; the rest are imagined).
     """
+    batch = jax.tree.map(lambda x: x[:sequences], batch)
     carry, data = agent_lib.split_context(cfg, spaces, batch)
     obs = agent_lib.preprocess(spaces, data["obs"], agent_lib.compute_dtype(cfg))
     T = data["is_first"].shape[1]
