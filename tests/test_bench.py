@@ -13,7 +13,8 @@ from dreamerjax.tools import bench
 
 KEYS = ("seconds_per_update_per_seed", "compile_seconds_cold", "compile_seconds_warm",
         "flops_per_update", "flops_per_update_xla", "achieved_flops_per_s",
-        "matmul_peak_flops_per_s", "efficiency", "rows_per_s_no_update", "peak_rss_mib")
+        "matmul_peak_flops_per_s", "efficiency", "rows_per_s_no_update", "peak_rss_mib",
+        "report_seconds_wide", "report_bytes_wide")
 
 
 @pytest.fixture(scope="module")

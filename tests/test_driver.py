@@ -25,7 +25,7 @@ def _train(cfg, out, seeds=(0, 1), **kw):
 
 
 def _strip(recs):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in recs]
+    return [records.without_timing(r) for r in recs]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_records_schedule_and_schema(whole):
     for r in recs:
         assert {"side", "seed", "rows", "updates", "eval_mean", "eval_len_mean",
                 "eval_returns", "s2_logged", "train", "retnorm", "wall_s",
-                "train_return"} <= set(r)
+                "train_return", "host_s"} <= set(r)
         assert len(r["eval_returns"]) == 2
         assert r["eval_mean"] == pytest.approx(np.mean(r["eval_returns"]))
     last = recs[-1]["train"]
@@ -211,6 +211,7 @@ def test_open_loop_report_and_videos(whole, tmp_path):
 
     png = whole / "report" / "openl_vector.png"
     assert png.exists() and iio.imread(png).shape[-1] in (3, 4)
+    assert (whole / "report" / "openl_vector_heatmap.png").exists()
     for name in ("episode.gif", "episode.mp4"):
         files = driver.eval_artifacts(str(whole), report=True, video=tmp_path / name)
         assert tmp_path / name in files and png in files

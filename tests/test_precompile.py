@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dreamerjax.run import precompile
+from dreamerjax.run.records import without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--tiny", "--steps", "512", "--eval-every", "256", "--num-envs", "4",
@@ -96,7 +97,7 @@ def _train(out: Path, cache: Path, *extra, precompile_on: bool = True):
 
 def _records(out: Path) -> list[dict]:
     with open(out / "records.jsonl") as f:
-        return [{k: v for k, v in json.loads(x).items() if k != "wall_s"} for x in f]
+        return [without_timing(json.loads(x)) for x in f]
 
 
 @pytest.mark.slow

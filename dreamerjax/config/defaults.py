@@ -195,6 +195,10 @@ class RunConfig:
     eval_every: int = 2000
     eval_episodes: int = 10
     checkpoint_every: int = 1  # log points between checkpoints
+    # run.report_every_logs (ours): log points between open-loop reports (viz/report.py;
+    # also the last log point's); 0: never. The default keeps the report a small part of
+    # a log interval (docs/performance.md, "What a log point costs on the host").
+    report_every: int = 1
     episode_limit: int = 0  # 0 = the environment's own limit
     # run.driver_parallel (configs.yaml:73, the reference's default True): host envs
     # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this

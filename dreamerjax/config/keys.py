@@ -129,6 +129,7 @@ REFERENCE_KEYS: dict[str, str] = {
 OUR_KEYS: dict[str, str] = {
     "run.eval_every_rows": "run.eval_every",
     "run.checkpoint_every": "run.checkpoint_every",
+    "run.report_every_logs": "run.report_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
     "run.protocol": "run.protocol",
@@ -207,6 +208,7 @@ FIXED: dict[str, tuple[Any, str]] = {
     "wrapper.discretize": (0, "action discretisation is not implemented"),
     "wrapper.checks": (True, "rows are always checked"),
     "run.expl_until": (0, "no exploration phase is implemented"),
+    "report_openl_context": (8, "the open-loop report observes 8 rows (viz/report.py)"),
     "jax.param_dtype": ("float32", "parameters are float32"),
 }
 
@@ -240,6 +242,8 @@ REFUSED: dict[str, str] = {
     "run.log_every": _SECONDS,
     "run.save_every": _SECONDS,
     "run.eval_every": _SECONDS,
+    "run.report_every": ("seconds of wall clock in the reference (e3f0224); dreamerjax "
+                         "counts log points (run.report_every_logs)"),
     "run.eval_initial": "evaluation runs at every log point, after its chunk",
     "run.eval_fill": "there is no evaluation replay",
     **{f"run.{k}": _LOGGER
@@ -255,9 +259,9 @@ REFUSED: dict[str, str] = {
        for s in ("dmlab", "minecraft", "procgen", "loconav")},
     "env.crafter.logs": "crafter's own logdir logging is not used",
     "env.crafter.use_logdir": "crafter's own logdir logging is not used",
-    "report": "the reference's report (open-loop predictions) is not implemented",
-    "report_gradnorms": "the reference's report is not implemented",
-    "report_openl_context": "the reference's report is not implemented",
+    "report": "the open-loop report is written every run.report_every_logs log points "
+              "(0: never)",
+    "report_gradnorms": "gradient norms are not reported",
     "batch_length_eval": "there is no evaluation replay",
     "replay_length_eval": "there is no evaluation replay",
     "random_agent": "not implemented",
@@ -265,7 +269,8 @@ REFUSED: dict[str, str] = {
 
 # Config fields that may differ between a checkpoint and the run resuming it: neither
 # changes a shape nor the algorithm. run.steps may only grow (steps_may_grow).
-RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel"})
+RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
+                              "run.report_every"})
 
 
 def steps_may_grow(saved: int, new: int) -> str | None:
@@ -284,6 +289,7 @@ FLAG_KEYS: dict[str, str] = {
     "num_envs": "run.num_envs",
     "train_ratio": "run.train_ratio",
     "checkpoint_every": "run.checkpoint_every",
+    "report_every": "run.report_every_logs",
     "driver_parallel": "run.driver_parallel",
     "protocol": "run.protocol",
     "twohot_mean": "twohot_mean",
@@ -772,7 +778,8 @@ _POSITIVE = (
     "conhead.units", "actor.units", "critic.units", "slow_critic_update",
 )
 _NON_NEGATIVE = (
-    "run.train_fill", "run.replay_capacity", "run.checkpoint_every", "wrapper.length",
+    "run.train_fill", "run.replay_capacity", "run.checkpoint_every",
+    "run.report_every_logs", "wrapper.length",
     "enc.simple.layers", "dec.simple.layers", "rewhead.layers", "conhead.layers",
     "actor.layers", "critic.layers", "opt.warmup",
 )

@@ -31,8 +31,8 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config, from_dict
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
+from dreamerjax.run import host_time, memory, records
 from dreamerjax.run import lock as runlock
-from dreamerjax.run import memory, records
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.loop import SeedState
@@ -207,6 +207,12 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
     return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
 
 
+def _should_report(config: Config, log_index: int, num_logs: int) -> bool:
+    """The open-loop report every run.report_every log points and at the last (0: never)."""
+    every = config.run.report_every
+    return every > 0 and ((log_index + 1) % every == 0 or log_index + 1 == num_logs)
+
+
 NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 
 
@@ -220,19 +226,24 @@ def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | Non
 
 
 def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, float]) -> str:
-    """One grep-able line per log point (means over seeds); scales: agent.loss_scales."""
-    def mean(values):
+    """One grep-able line per log point (means over seeds); scales: agent.loss_scales.
+    What is not known yet is said: before the first update the losses and speed give way
+    to "(no update yet)", and a value no seed has (no training episode ended in the
+    interval) reads n/a."""
+    def mean(values, digits):
         values = [v for v in values if v is not None]
-        return float(np.mean(values)) if values else float("nan")
+        return f"{float(np.mean(values)):.{digits}f}" if values else "n/a"
 
     recs = point.records
-    wm = mean(world_model_loss(r["train"], scales) for r in recs)
-    return (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
-            f"eval_return {mean(r['eval_mean'] for r in recs):.1f} "
-            f"train_return {mean(r['train_return'] for r in recs):.1f} "
-            f"wm_loss {wm:.3f} "
-            f"actor_entropy {mean(r['train'].get('ent/action/mean') for r in recs):.3f} "
-            f"updates/s {updates_per_s:.2f}")
+    line = (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
+            f"eval_return {mean((r['eval_mean'] for r in recs), 1)} "
+            f"train_return {mean((r['train_return'] for r in recs), 1)} ")
+    if recs[0]["updates"] <= 0:
+        return line + "(no update yet)"
+    return line + (
+        f"wm_loss {mean((world_model_loss(r['train'], scales) for r in recs), 3)} "
+        f"actor_entropy {mean((r['train'].get('ent/action/mean') for r in recs), 3)} "
+        f"updates/s {updates_per_s:.2f}")
 
 
 def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
@@ -422,17 +433,21 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     enable_compile_cache(compile_cache)
     if precompile and compile_cache:  # XLA's compile peak paid in a child process
-        precompile_lib.precompile(setup, seeds, devices, report=report)
+        precompile_lib.precompile(setup, seeds, devices,
+                                  report=report and config.run.report_every > 0)
     run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
               primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
     loop = _Loop(progress, stop_after_rows, tensorboard, report, stop or StopRequest(),
-                 malloc_trim)
+                 malloc_trim, host_time.Phases())
     with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
         written = _run(run, resume, loop)
     if run.primary:
-        records.plot_run(out)
+        with loop.phases("plots"):
+            records.plot_run(out)
+        if progress and written:
+            print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
@@ -447,6 +462,7 @@ class _Loop:
     report: bool
     stop: StopRequest
     malloc_trim: bool
+    phases: host_time.Phases  # host_s of the records (host_time.py)
 
 
 def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
@@ -495,21 +511,30 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
     records, report and checkpoint."""
     if loop.malloc_trim:
         precompile_lib.malloc_trim()  # glibc's freed heap back before the update's buffers
-    states, ends = run.trainer.chunk(states, log_index)
-    point, host = log_point(run, states, ends, log_index, t0)
-    for cb in run.callbacks:
-        cb.on_log(point)
-    writer.add_episodes(point.episodes)
-    writer.add_records(point.records)
-    for r in point.records:
-        writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
-    if loop.report:
-        write_report(run, states, point, writer)
+    phases = loop.phases
+    with phases("train"):
+        states, ends = run.trainer.chunk(states, log_index)
+        jax.block_until_ready((states.updates, ends))
+    with phases("evaluate"):
+        point, host = log_point(run, states, ends, log_index, t0)
+    with phases("callbacks"):
+        for cb in run.callbacks:
+            cb.on_log(point)
+    if loop.report and _should_report(run.config, log_index, run.num_logs):
+        with phases("report"):
+            write_report(run, states, point, writer)
+    host_time.stamp(point.records, phases, time.time() - t0)
+    with phases("write"):
+        writer.add_episodes(point.episodes)
+        writer.add_records(point.records)
+        for r in point.records:
+            writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
     states = states.replace(window=metric_window.reset(states.window))
     if _should_checkpoint(run.config, log_index, run.num_logs) or (
             loop.stop.reason and run.config.run.checkpoint_every > 0):
         wall = time.time() - t0
-        ckpt.save(run.out, log_index, states, _meta(run, point, host, writer, wall))
+        with phases("checkpoint"):
+            ckpt.save(run.out, log_index, states, _meta(run, point, host, writer, wall))
     return states, point
 
 

@@ -30,7 +30,14 @@ RECORDS_FILE = "records.jsonl"
 EPISODES_FILE = "episodes.jsonl"
 CONFIG_FILE = "config.json"
 TB_DIR = "tb"
+# Record fields that time the run (wall clock, host_time.py's phases): they differ between
+# runs whose results are equal (a resumed run and the run left whole).
+TIMING_FIELDS = ("wall_s", "host_s")
 
+
+def without_timing(record: Mapping) -> dict:
+    """A record without its TIMING_FIELDS (for comparing runs' results)."""
+    return {k: v for k, v in record.items() if k not in TIMING_FIELDS}
 
 
 # ---------------------------------------------------------------------------------------

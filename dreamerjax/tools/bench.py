@@ -16,6 +16,10 @@ What is timed, all with the real functions of the training loop (train.py):
   analysis on the update lowered with every lax.scan fully unrolled, which counts every
   step; `flops_analytic` is a hand count of the dense matmuls as a cross-check.
 - the float32 dense-matmul peak of this process and efficiency = achieved / peak.
+- the open-loop report's pictures (viz/report.write_openl, the host's part of a log
+  point's report) for a vector observation as wide as Craftax-Symbolic's (1,345
+  dimensions; a [16, 64] batch of random truth and a noisy prediction): seconds to draw,
+  the median of 3, and the bytes written.
 
 `dreamerjax bench --env ID` times a whole run instead (run_env_bench): the protocol's
 schedule (train ratio 512, batch 16 x 64, 1m, 16 envs, one seed) through the run's own
@@ -49,6 +53,7 @@ import numpy as np
 
 ENV = "CartPole-v1"
 SIZE = "1m"
+REPORT_DIMS = 1345  # Craftax-Symbolic's observation width (the report bench)
 MATMUL_N = 2048
 DEFAULT_OUT = "results/bench"
 
@@ -366,6 +371,7 @@ def run_bench(opts: Options) -> dict:
     flops_xla = float(compiled_xla["flops"]) / counts[0]
     flops = unrolled_flops(setup)
     peak = matmul_peak()
+    report_s, report_bytes = report_seconds()
     first = per_seed[str(counts[0])]["median"]
     achieved = flops / first
     return {
@@ -392,9 +398,36 @@ def run_bench(opts: Options) -> dict:
         "peak_rss_mib": _rss_mib(),
         "peak_rss_mib_after_seeds": rss,
         "compile_peak_rss_mib": warm["children_peak_rss_mib"],
+        "report_seconds_wide": report_s,
+        "report_bytes_wide": report_bytes,
+        "report_dims": REPORT_DIMS,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "dreamerjax bench " + " ".join(_argv(opts)),
     }
+
+
+def report_seconds(dims: int = REPORT_DIMS, repeats: int = 3, seed: int = 0
+                   ) -> tuple[float, int]:
+    """(median seconds, bytes written) of drawing the open-loop report's pictures for a
+    `dims`-wide vector observation: a [16, 64] batch, 8 rows observed, random 0/1 truth
+    (as Craftax-Symbolic's flags) and a prediction off by noise that grows with the
+    dimension."""
+    from dreamerjax.viz import report
+
+    rng = np.random.default_rng(seed)
+    truth = (rng.uniform(size=(16, 64, dims)) > 0.7).astype(np.float32)
+    noise = rng.normal(0.0, 0.1, truth.shape) * np.linspace(0.0, 3.0, dims)
+    host = {"context": 8, "truth/vector": truth, "pred/vector": truth + noise,
+            "reward": np.zeros((16, 64)), "pred_reward": np.zeros((16, 64)),
+            "cont": np.ones((16, 64)), "pred_cont": np.ones((16, 64))}
+    secs, size = [], 0
+    with tempfile.TemporaryDirectory(prefix="dreamerjax-bench-report-") as out:
+        for _ in range(repeats):
+            t = time.perf_counter()
+            files = report.write_openl(host, out, f"{dims} dimensions: ")
+            secs.append(time.perf_counter() - t)
+        size = sum(os.path.getsize(p) for p in files)
+    return float(np.median(secs)), int(size)
 
 
 def _rss_mib() -> float:
@@ -451,6 +484,9 @@ def table_rows(r: dict) -> list[tuple[str, str]]:
     if first is not None:
         rows.append((f"peak RSS after the {first[0]}-seed phase (MiB)", f"{first[1]:,.0f}"))
     rows.append(("peak RSS, whole bench (MiB)", f"{r['peak_rss_mib']:,.0f}"))
+    if r.get("report_seconds_wide") is not None:
+        rows.append((f"report pictures, {r['report_dims']:,}-dim vector (s, MB)",
+                     f"{r['report_seconds_wide']:.2f} ({r['report_bytes_wide'] / 1e6:.2f} MB)"))
     return rows
 
 
@@ -464,7 +500,8 @@ def _reference_column(r: dict) -> list[str]:
     glo, ghi = ref["peak_rss_gib"]
     out += [f"{lo}-{hi}", f"{ref['compile_warm_s']}", "", "~30 G (issue 5)", "", "", "", ""]
     rss = f"{glo * 1024:,.0f}-{ghi * 1024:,.0f} (1 seed)"
-    return out + ([rss, ""] if r.get("peak_rss_mib_after_seeds") else [rss])
+    out += [rss, ""] if r.get("peak_rss_mib_after_seeds") else [rss]
+    return out + [""] * (len(table_rows(r)) - len(out))
 
 
 def _target_column(r: dict) -> list[str]:

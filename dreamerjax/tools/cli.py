@@ -118,6 +118,9 @@ class TrainArgs:
     checkpoint_every: _optional(int, "INT", RunConfig.checkpoint_every, "may change") = None
     """Log points between checkpoints; the last log point is always saved. 0: no
     checkpoints at all (the run cannot be resumed or evaluated)."""
+    report_every: _optional(int, "INT", RunConfig.report_every, "may change") = None
+    """Log points between the world model's open-loop reports (RUN_DIR/report, TensorBoard
+    images); the last log point always has one. 0: never (run.report_every_logs)."""
     driver_parallel: bool = False
     """Host envs (gym_, atari_, dmc_, crafter_): step each env in its own worker process
     instead of in this process (run.driver_parallel; may change on --resume)."""
@@ -140,7 +143,8 @@ class TrainArgs:
         """The RunConfig fields given on the command line (None = not given)."""
         given = dict(env=self.env, steps=self.steps, eval_every=self.eval_every,
                      eval_episodes=self.eval_episodes, num_envs=self.num_envs,
-                     train_ratio=self.train_ratio, checkpoint_every=self.checkpoint_every)
+                     train_ratio=self.train_ratio, checkpoint_every=self.checkpoint_every,
+                     report_every=self.report_every)
         return {k: v for k, v in given.items() if v is not None}
 
     @property
@@ -187,9 +191,11 @@ class TrainArgs:
         if self.train_ratio is not None and not (math.isfinite(self.train_ratio)
                                                  and self.train_ratio > 0):
             raise ArgumentError(f"--train-ratio must be positive, got {self.train_ratio}")
-        if self.checkpoint_every is not None and self.checkpoint_every < 0:
-            raise ArgumentError(
-                f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
+        for name in ("checkpoint_every", "report_every"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ArgumentError(
+                    f"--{name.replace('_', '-')} must be >= 0 (0: never), got {value}")
         _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
         _check_distributed(self)
         if self.devices <= 0:
@@ -566,6 +572,7 @@ def _check_cnn(mults, minres, resume: bool) -> None:
 # refusing it here costs nothing while finding out later costs a compile.
 INT32_MAX = 2**31 - 1
 LIMITS = {"steps": INT32_MAX, "eval_every": INT32_MAX, "checkpoint_every": INT32_MAX,
+          "report_every": INT32_MAX,
           "num_envs": 2**20, "eval_episodes": 2**20, "train_ratio": 2**20,
           "devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1,
           "cnn_minres": 2**12}

@@ -35,6 +35,7 @@ class RunSummary:
     per_seed: dict[int, float]
     stat: float
     threshold: float | None
+    host: tuple[dict, ...] = ()  # host_table: where the wall time went, per log point
 
     @property
     def meets(self) -> bool | None:
@@ -94,7 +95,45 @@ def summarize(run_dir: str | Path, rows: tuple[int, ...] | None = None, last: in
                              "(the run is unfinished: choose --rows it has)")
         per_seed[s] = _mean(table[n][s][1] for n in rows)
     return RunSummary(seeds, table, tuple(rows), per_seed, _mean(per_seed.values()),
-                      threshold)
+                      threshold, tuple(host_table(records)))
+
+
+def host_table(records: list[dict]) -> list[dict]:
+    """Per log point, where the run's wall time went (run/host_time.py): the first seed's
+    `host_s` phases (a run's seeds share one process), its wall_s and `interval_s`, the
+    wall time since the previous log point. Empty for records without host_s (runs
+    written before it was recorded, or by other tools)."""
+    first = next((r["seed"] for r in records if isinstance(r.get("host_s"), dict)), None)
+    out, before = [], None
+    for r in records:
+        if r["seed"] != first or not isinstance(r.get("host_s"), dict):
+            continue
+        wall = r.get("wall_s")
+        interval = None if wall is None else wall - (before if before is not None else 0.0)
+        before = wall
+        out.append({"rows": int(r["rows"]), "wall_s": wall, "interval_s": interval,
+                    **r["host_s"]})
+    return out
+
+
+def host_markdown(entries: tuple[dict, ...] | list[dict]) -> str:
+    """host_table's entries as a Markdown table with a total row."""
+    phases = list(dict.fromkeys(k for e in entries for k in e
+                                if k not in ("rows", "wall_s", "interval_s")))
+    lines = ["| rows | interval s | " + " | ".join(f"{p} s" for p in phases)
+             + " | outside train |", "|---" * (len(phases) + 3) + "|"]
+
+    def row(label, interval, values):
+        outside = (interval - values.get("train", 0.0)) / interval if interval else None
+        share = "n/a" if outside is None else f"{100 * outside:.0f}%"
+        return (f"| {label} | {_f(interval)} | "
+                + " | ".join(_f(values.get(p), 2) for p in phases) + f" | {share} |")
+
+    for e in entries:
+        lines.append(row(f"{e['rows']:,}", e["interval_s"], e))
+    total = {p: sum(e.get(p) or 0.0 for e in entries) for p in phases}
+    lines.append(row("all", sum(e["interval_s"] or 0.0 for e in entries), total))
+    return "\n".join(lines) + "\n"
 
 
 def _f(x: float | None, digits: int = 1) -> str:
@@ -116,7 +155,10 @@ def markdown(s: RunSummary) -> str:
               + ", ".join(f"{x}: {_f(v)}" for x, v in s.per_seed.items()) + "."]
     if s.threshold is not None:
         lines.append(f"Expected at or above {_f(s.threshold)}: **{s.meets}**.")
-    return "\n".join(lines) + "\n"
+    if s.host:
+        lines += ["", "Where the wall time went (seconds since the previous log point; "
+                  "records' host_s, the first seed's):", "", host_markdown(s.host)]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _num(x):
@@ -136,6 +178,7 @@ def as_json(s: RunSummary) -> dict:
         "stat": _num(s.stat),
         "threshold": s.threshold,
         "meets": s.meets,
+        **({"host_s": list(s.host)} if s.host else {}),
     }
 
 

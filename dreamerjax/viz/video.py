@@ -173,8 +173,33 @@ def _has_pyav() -> bool:
 
 
 def _write_mp4_ffmpeg(path: Path, images: list[np.ndarray], fps: int) -> None:
-    import imageio.v2 as iio2
+    """H.264 by imageio-ffmpeg's bundled ffmpeg binary, started here rather than through
+    imageio's writer: that one passes preexec_fn=os.setpgrp to subprocess (to keep Ctrl-C
+    from ffmpeg), and a preexec_fn makes Python run code in the forked child, so the fork
+    handlers run and JAX's warns that os.fork() under its threads may deadlock. Without
+    one, nothing of Python runs between fork and exec: no handler, no such risk. Frames
+    [H, W] or [H, W, C] uint8; odd sizes are padded to even ones (yuv420p needs them)."""
+    import subprocess
 
-    with iio2.get_writer(path, fps=fps, codec="libx264", macro_block_size=16) as w:
-        for frame in images:
-            w.append_data(frame)
+    import imageio_ffmpeg
+
+    frames = np.stack([_rgb(f) for f in images])
+    height, width = frames.shape[1:3]
+    cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error",
+           "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{width}x{height}",
+           "-r", str(fps), "-i", "-", "-an", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
+           "-c:v", "libx264", "-pix_fmt", "yuv420p", str(path)]
+    done = subprocess.run(cmd, input=frames.tobytes(), capture_output=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"ffmpeg could not write {path}: "
+                           f"{done.stderr.decode(errors='replace').strip()[-500:]}")
+
+
+def _rgb(frame: np.ndarray) -> np.ndarray:
+    """uint8 [H, W, 3] of a grey [H, W] / [H, W, 1] or RGBA frame."""
+    frame = np.asarray(frame, np.uint8)
+    if frame.ndim == 2:
+        frame = frame[..., None]
+    if frame.shape[-1] == 1:
+        frame = np.repeat(frame, 3, -1)
+    return np.ascontiguousarray(frame[..., :3])
