@@ -44,7 +44,7 @@ def test_records_carry_the_continuous_actor_metrics(pendulum):
 
 def test_stored_actions_inside_bounds_and_mapped_to_the_env(pendulum):
     out, cfg = pendulum
-    trainer = driver.Trainer(make_setup(cfg), (0,))
+    trainer = driver.make_trainer(make_setup(cfg), (0,))
     index, _ = checkpoint.latest(out)
     states = checkpoint.restore(out, index, trainer.abstract_state())
     actions = np.asarray(states.replay.data["action"])  # [seeds, envs, capacity, 1]

@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent("""
                                            progress=False, compile_cache=False,
                                            callbacks=[ProtocolFields()])
 
-    tr = driver.Trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
+    tr = driver.make_trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
     st = tr.init()
     res["init_shardings"] = specs(st)
     res["init_mesh"] = [dict(tr.sharding.mesh.shape), list(tr.sharding.mesh.axis_names)]

@@ -97,7 +97,7 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
 def _abstract_state(setup):
     from dreamerjax.run import driver
 
-    trainer = driver.Trainer(setup, SEEDS)
+    trainer = driver.make_trainer(setup, SEEDS)
     return trainer.abstract_state()
 
 

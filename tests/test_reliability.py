@@ -271,7 +271,7 @@ def test_final_state_is_bitwise_equal(story):
 
     config, seeds = records.read_run_config(story["whole"])
     assert checkpoint.latest(story["whole"])[0] == checkpoint.latest(story["run"])[0] == 2
-    target = driver.Trainer(setup_lib.make_setup(config), seeds).abstract_state()
+    target = driver.make_trainer(setup_lib.make_setup(config), seeds).abstract_state()
     a = checkpoint.restore(story["whole"], 2, target)
     b = checkpoint.restore(story["run"], 2, target)
 

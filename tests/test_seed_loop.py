@@ -29,7 +29,7 @@ def test_auto_is_map_on_cpu_and_explicit_values_stay():
 
 def test_map_on_several_devices_is_refused():
     with pytest.raises(ValueError, match="run.seed_loop=map"):
-        driver.Trainer(_setup("map"), (0, 1), devices=2)
+        driver.make_trainer(_setup("map"), (0, 1), devices=2)
 
 
 @pytest.fixture(scope="module")

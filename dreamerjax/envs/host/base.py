@@ -45,7 +45,7 @@ HOST_SUITES = tuple(name for name, suite in SUITES.items() if not suite.compiled
 
 # The reference's env settings (dreamerv3/configs.yaml:77-84 at 29eb964, `wrapper` and
 # `env.<suite>`), in one place. Suite constructors take these names as keyword arguments;
-# A Config's env.<suite> section overrides them (envs.suite_options, host_driver).
+# A Config's env.<suite> section overrides them (envs.suite_options, run/host_loop.py).
 SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gym": {},
     "atari": dict(size=(64, 64), repeat=4, sticky=True, gray=True, actions="all",
