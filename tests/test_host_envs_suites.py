@@ -39,7 +39,7 @@ def _expected_frame(frames, size, gray):
 def test_atari_pong_frames_pooled_and_resized():
     pytest.importorskip("ale_py")
     from dreamerjax.envs.host.atari import AtariEnv
-    env = AtariEnv("pong", sticky=False, size=(64, 48))
+    env = AtariEnv("pong", sticky=False, sticky_literal=True, size=(64, 48))
     assert env.spec.obs_space == (("image", (64, 48, 1), "uint8"),)
     assert env.spec.num_actions == 18 and env.spec.episode_limit == 27000
     obs = env.reset(seed=5)
@@ -69,7 +69,10 @@ def test_atari100k_colour_and_settings():
     env = host.make_host_env("atari100k_pong")
     assert env.spec.obs_space == (("image", (64, 64, 3), "uint8"),)
     assert not env.sticky and env.length == 100000 and env.pooling == 2
-    assert env.ale.getFloat("repeat_action_probability") == 0.0
+    assert not env.sticky_literal  # the reference's: ALE's default 0.25 acts
+    assert env.ale.getFloat("repeat_action_probability") == 0.25
+    literal = host.make_host_env("atari100k_pong", sticky_literal=True)
+    assert literal.ale.getFloat("repeat_action_probability") == 0.0
     assert host.make_host_env("atari_pong").ale.getFloat("repeat_action_probability") == 0.25
 
 
@@ -106,19 +109,22 @@ def _first_action_delays(env, trials):
     return counts
 
 
-def test_atari_sticky_actions_statistically():
+@pytest.mark.parametrize("sticky", [True, False])
+def test_atari_sticky_actions_statistically(sticky):
+    """sticky=False as the reference sets it (after the ROM loads) still repeats at ALE's
+    default rate; only sticky_literal=True turns the repeats off."""
     pytest.importorskip("ale_py")
     from dreamerjax.envs.host.atari import AtariEnv
-    sticky = AtariEnv("pong", sticky=True)
-    sticky.reset(seed=5)
+    env = AtariEnv("pong", sticky=sticky)
+    env.reset(seed=5)
     n = 1000
-    counts = _first_action_delays(sticky, n)
+    counts = _first_action_delays(env, n)
     # Each frame keeps the previous action with p = 0.25: delay d ~ Geometric, P(0) = 0.75,
     # P(1) = 0.1875 (4 binomial standard deviations either side).
     for d, p in ((0, 0.75), (1, 0.1875)):
         sd = np.sqrt(p * (1 - p) / n)
         assert abs(counts[d] / n - p) < 4 * sd, (d, counts)
-    plain = AtariEnv("pong", sticky=False)
+    plain = AtariEnv("pong", sticky=False, sticky_literal=True)
     plain.reset(seed=5)
     assert _first_action_delays(plain, 50) == {0: 50}
 
@@ -128,7 +134,7 @@ def test_atari_lives():
     from dreamerjax.envs.host.atari import AtariEnv
     results = {}
     for lives in ("unused", "reset"):
-        env = AtariEnv("breakout", sticky=False, lives=lives)
+        env = AtariEnv("breakout", sticky=False, sticky_literal=True, lives=lives)
         env.reset(seed=1)
         start = env.ale.lives()
         for t in range(1, 400):  # noqa: B007 - t is read after the loop
@@ -147,7 +153,7 @@ def test_atari_lives():
 def test_atari_noops_vary_the_reset_and_time_limit_is_a_truncation():
     pytest.importorskip("ale_py")
     from dreamerjax.envs.host.atari import AtariEnv
-    env = AtariEnv("pong", sticky=False, noops=30, length=40)
+    env = AtariEnv("pong", sticky=False, sticky_literal=True, noops=30, length=40)
     counts = []
     for s in range(8):  # a uniform number of NOOP frames in [0, 30] after each reset
         env.reset(seed=s)
@@ -195,12 +201,12 @@ def test_dmc_cartpole_swingup_repeat_and_image():
     for a in (0.5, -1.0, 0.25):
         obs, reward, term, trunc, _ = env.step(np.array([a], np.float32))
         want = 0.0
-        for _ in range(2):  # action repeat 2, rewards summed
+        for _ in range(2):  # action repeat 2: float32 step rewards summed in float64
             ts = raw.step(np.array([a]))
-            want += ts.reward
+            want += float(np.float32(ts.reward))
         np.testing.assert_array_equal(obs["velocity"],
                                       ts.observation["velocity"].astype(np.float32))
-        assert reward == pytest.approx(want, rel=1e-12) and not term and not trunc
+        assert reward == float(np.float32(want)) and not term and not trunc
 
 
 def test_dmc_proprio_time_limit_is_a_truncation():

@@ -240,6 +240,11 @@ class AtariConfig:
     pooling: int = 2
     aggregate: str = "max"
     resize: str = "pillow"
+    # sticky_literal (ours): whether `sticky` takes effect. False, the reference: it sets
+    # repeat_action_probability after loading the ROM (embodied/envs/atari.py:51-59), when
+    # ALE has already read its default 0.25, so sticky actions act whatever `sticky` says.
+    # True: `sticky` is set before the ROM loads and False really turns them off.
+    sticky_literal: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,10 @@ class Atari100kConfig:
     autostart: bool = False
     resize: str = "pillow"
     length: int = 100000
+    # sticky_literal (ours): as env.atari.sticky_literal. The reference's atari100k runs
+    # had sticky actions at 0.25 despite sticky False; True gives the benchmark's
+    # definition (no sticky actions).
+    sticky_literal: bool = False
 
 
 @dataclass(frozen=True)

@@ -65,10 +65,17 @@ def _group(prefix: str, path: str, names: Iterable[str]) -> dict[str, str]:
     return {f"{prefix}.{n}": f"{path}.{n}" for n in names}
 
 
-def _suite(name: str) -> dict[str, str]:
-    """env.<suite>.<field> for every field of that suite's dataclass."""
+# Fields of the reference's suite sections that are ours (in OUR_KEYS, not REFERENCE_KEYS).
+_OWN_SUITE_FIELDS = {"atari": ("sticky_literal",), "atari100k": ("sticky_literal",)}
+
+
+def _suite(name: str, own: bool = False) -> dict[str, str]:
+    """env.<suite>.<field> for the fields of that suite's dataclass: the reference's, or
+    with own=True those of _OWN_SUITE_FIELDS."""
     cls = typing.get_type_hints(type(Config().env))[name]
-    return _group(f"env.{name}", f"env.{name}", (f.name for f in dataclasses.fields(cls)))
+    mine = _OWN_SUITE_FIELDS.get(name, ())
+    names = (f.name for f in dataclasses.fields(cls) if (f.name in mine) == own)
+    return _group(f"env.{name}", f"env.{name}", names)
 
 
 _HEAD = ("layers", "units", "outscale")
@@ -138,6 +145,8 @@ OUR_KEYS: dict[str, str] = {
     "sample_mode": "agent.sample_mode",
     # The compiled suites' options (what envs/craftax.py, playground.py, brax.py take).
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
+    # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
+    **_suite("atari", own=True), **_suite("atari100k", own=True),
 }
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}

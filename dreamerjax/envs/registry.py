@@ -101,7 +101,7 @@ register(Suite(
     about="Atari 2600 through ale-py, the reference's wrapper", example="atari_pong"))
 register(Suite(
     "atari100k", "dreamerjax.envs.host.atari", ("ale_py", "PIL"), extra="atari",
-    compiled=False, about="Atari 100k settings (no sticky actions, colour)",
+    compiled=False, about="Atari 100k settings (colour, 100k frames)",
     example="atari100k_pong"))
 register(Suite(
     "dmc", "dreamerjax.envs.host.dmc", ("dm_control", "mujoco"), extra="dmc", compiled=False,

@@ -5,7 +5,12 @@ settings of configs.yaml:79/81 (host.SUITE_DEFAULTS):
 
 - one agent step repeats the action for `repeat` emulator frames, summing their rewards;
   the last `pooling` frames are rendered and max-pooled (or averaged) (atari.py:97-123);
-- sticky actions: ALE's own repeat_action_probability 0.25 when `sticky` (atari.py:59);
+- sticky actions: ALE's own repeat_action_probability, 0.25 whatever `sticky` says, as
+  the reference: it sets the probability after loading the ROM (atari.py:51-59), and ALE
+  reads it only when a ROM loads (the StellaEnvironment constructor, ALE's
+  src/ale/environment/stella_environment.cpp), so its `sticky=False` (the atari100k
+  preset) leaves ALE's default 0.25 acting. `sticky_literal=True` (ours) sets it before
+  the ROM loads: 0.25 when `sticky`, none otherwise (docs/host_envs.md);
 - `noops`: a uniform number of NOOP frames in [0, noops] after each reset (atari.py:128);
   `autostart` presses FIRE then UP after it (atari.py:133-141);
 - `lives`: "unused" or "reset" (a lost life ends the episode as a termination);
@@ -40,7 +45,8 @@ class AtariEnv(HostEnv):
                  size=(64, 64), gray: bool = True, noops: int = 0, lives: str = "unused",
                  sticky: bool = True, actions: str = "all", length: int = 108000,
                  pooling: int = 2, aggregate: str = "max", resize: str = "pillow",
-                 autostart: bool = False, clip_reward: bool = False):
+                 autostart: bool = False, clip_reward: bool = False,
+                 sticky_literal: bool = False):
         import ale_py
         env_id = env_id or f"atari_{name}"
         checks = {"lives": (lives, ("unused", "reset")), "actions": (actions, ("all", "needed")),
@@ -60,6 +66,7 @@ class AtariEnv(HostEnv):
         self.name = name
         self.repeat, self.size, self.gray = int(repeat), tuple(int(s) for s in size), gray
         self.noops, self.lives, self.sticky = int(noops), lives, bool(sticky)
+        self.sticky_literal = bool(sticky_literal)
         self.length, self.pooling, self.aggregate = int(length), int(pooling), aggregate
         self.resize, self.autostart, self.clip_reward = resize, autostart, clip_reward
         self._ale_py = ale_py
@@ -76,8 +83,6 @@ class AtariEnv(HostEnv):
             if self._rom is None:
                 known = ", ".join(sorted(roms.get_all_rom_ids()))
                 raise ValueError(f"--env {env_id}: ale-py has no ROM {name!r} ({known})")
-        self.ale = ale_py.ALEInterface()
-        self.ale.setLoggerMode(ale_py.LoggerMode.Error)
         self._load(None)
         self.actionset = list(self.ale.getLegalActionSet() if actions == "all"
                               else self.ale.getMinimalActionSet())
@@ -94,10 +99,23 @@ class AtariEnv(HostEnv):
             episode_limit=-(-self.length // self.repeat) if self.length else 0)
 
     def _load(self, seed: int | None) -> None:
-        """Seed the reset noise and ALE (its seed takes effect when the ROM loads)."""
+        """A fresh ALE with the reset noise and ALE seeded from `seed` (ALE reads its seed
+        and repeat_action_probability when the ROM loads).
+
+        Fresh, not the same interface loaded again: a second loadROM would read the
+        probability that the reference's order writes after the first, so a reseeded env
+        would lose the reference's sticky actions; a new interface starts from ALE's
+        defaults, as each of the reference's envs does (atari.py:48-59).
+        """
+        ale_py = self._ale_py
         self.rng = np.random.default_rng(seed)
+        self.ale = ale_py.ALEInterface()
+        self.ale.setLoggerMode(ale_py.LoggerMode.Error)
         self.ale.setInt("random_seed", int(self.rng.integers(0, 2 ** 31)))
-        self.ale.setFloat("repeat_action_probability", 0.25 if self.sticky else 0.0)
+        if self.sticky_literal:
+            self.ale.setFloat("repeat_action_probability", 0.25 if self.sticky else 0.0)
+        # Otherwise ALE's default acts: the reference's setFloat after loadROM changes
+        # nothing that ALE reads.
         self.ale.loadROM(self._rom)
 
     def reset(self, seed: int | None = None):

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from dreamerjax.config import defaults as config_defaults
 from dreamerjax.envs.core import ObsSpace
 from dreamerjax.envs.registry import SUITES, MissingExtra
 
@@ -44,19 +45,19 @@ HOST_SUITES = tuple(name for name, suite in SUITES.items() if not suite.compiled
 """The host suites of the registry (envs/registry.py registers them)."""
 
 # The reference's env settings (dreamerv3/configs.yaml:77-84 at 29eb964, `wrapper` and
-# `env.<suite>`), in one place. Suite constructors take these names as keyword arguments;
-# A Config's env.<suite> section overrides them (envs.suite_options, run/host_loop.py).
+# `env.<suite>`): the Config's env dataclasses (config/defaults.py) are their one home;
+# what the reference's constructors fix and its config does not expose is added here.
+# Suite constructors take these names as keyword arguments; a Config's env.<suite> section
+# overrides them (envs.suite_options, run/host_loop.py).
 SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
     "gym": {},
-    "atari": dict(size=(64, 64), repeat=4, sticky=True, gray=True, actions="all",
-                  lives="unused", noops=0, autostart=False, pooling=2, aggregate="max",
-                  resize="pillow", length=108000, clip_reward=False),
+    "atari": {**dataclasses.asdict(config_defaults.AtariConfig()), "length": 108000,
+              "clip_reward": False},
     # atari100k sets no pooling/aggregate: the constructor's 2 / max apply (atari.py:18-21).
-    "atari100k": dict(size=(64, 64), repeat=4, sticky=False, gray=False, actions="all",
-                      lives="unused", noops=0, autostart=False, pooling=2, aggregate="max",
-                      resize="pillow", length=100000, clip_reward=False),
-    "dmc": dict(size=(64, 64), repeat=2, image=True, camera=-1),
-    "crafter": dict(size=(64, 64)),
+    "atari100k": {**dataclasses.asdict(config_defaults.Atari100kConfig()), "pooling": 2,
+                  "aggregate": "max", "clip_reward": False},
+    "dmc": dataclasses.asdict(config_defaults.DMCConfig()),
+    "crafter": dataclasses.asdict(config_defaults.CrafterConfig()),
 }
 WRAPPER_DEFAULTS = dict(length=0)  # configs.yaml:77 `wrapper.length` (0: no extra limit)
 
@@ -126,16 +127,20 @@ def check_obs_space(env_id: str, obs_space: ObsSpace) -> ObsSpace:
 
 
 def normalized_action(action, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Agent action in [-1, 1]^dims -> env bounds.
+    """Agent action in [-1, 1]^dims (float32 [D]) -> env bounds `low`, `high` [D].
 
     Clip to [-1, 1] (ClipAction), then rescale to [low, high] on dims whose bounds are both
     finite and pass the rest through (NormalizeAction), embodied/core/wrappers.py:58-91 as
-    applied by dreamerv3/main.py:228-245.
+    applied by dreamerv3/main.py:228-245, in the reference's dtypes, so that the env gets
+    the same numbers bit for bit: the action stays float32 (the agent's), so `a + 1` and
+    the halving round in float32, and the bounds keep the env space's own dtype (float64
+    for dm_control, float32 for most Gymnasium Boxes), which the product and sum then
+    promote to. In float64 throughout, the action moves by up to 6e-8 (docs/host_envs.md).
     """
-    a = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
+    a = np.clip(np.asarray(action, np.float32), -1, 1)
     mask = np.isfinite(low) & np.isfinite(high)
-    lo, hi = np.where(mask, low, -1.0), np.where(mask, high, 1.0)
-    return np.where(mask, (a + 1.0) / 2.0 * (hi - lo) + lo, a)
+    lo, hi = np.where(mask, low, -1), np.where(mask, high, 1)
+    return np.where(mask, (a + 1) / 2 * (hi - lo) + lo, a)
 
 
 def split_env_id(env_id: str) -> tuple[str, str]:

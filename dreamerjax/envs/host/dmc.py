@@ -8,8 +8,12 @@ ActionRepeat / ExpandScalars wrappers at 29eb964), settings configs.yaml:84:
 - proprioceptive keys from the observation spec, '/' replaced by '_', an observation named
   `reward` renamed `obs_reward`, empty ones dropped (from_dm.py:20-39), scalars as [1]
   (ExpandScalars), all as float32 vectors;
-- `repeat` (2): the action is repeated, rewards summed, stopping early at an episode end
-  (wrappers.py:39-55);
+- `repeat` (2): the action is repeated, stopping early at an episode end
+  (wrappers.py:39-55); each physics step's reward is rounded to float32 (FromDM,
+  from_dm.py:72) and those are summed in float64 (ActionRepeat starts from a Python float,
+  wrappers.py:48-54), the sum rounded to float32 in the row;
+- the action: clipped and mapped to the spec's bounds in the reference's dtypes
+  (host.normalized_action: float32 action, float64 bounds);
 - `image`: a [size..., 3] uint8 camera image `image` rendered after every step and reset
   (dmc.py:58-68); camera -1 picks the domain's default (quadruped 2, else 0, dmc.py:10-22);
 - is_terminal where dm_env's discount is 0 (from_dm.py:75); the suite's 1000-step limit
@@ -78,8 +82,9 @@ class DMCEnv(HostEnv):
             obs_space.append(("image", (*self.size, 3), "uint8"))
         act = self._env.action_spec()
         self._act_shape = tuple(act.shape)
-        self._low = np.broadcast_to(np.asarray(act.minimum, np.float64), act.shape).ravel()
-        self._high = np.broadcast_to(np.asarray(act.maximum, np.float64), act.shape).ravel()
+        # The spec's own dtype (float64 in dm_control), as the reference's Space keeps it.
+        self._low = np.broadcast_to(np.asarray(act.minimum), act.shape).ravel()
+        self._high = np.broadcast_to(np.asarray(act.maximum), act.shape).ravel()
         limit = self._env._step_limit if hasattr(self._env, "_step_limit") else 0
         self.spec = HostSpec(
             env_id=env_id, obs_space=check_obs_space(env_id, tuple(obs_space)),
@@ -108,12 +113,13 @@ class DMCEnv(HostEnv):
         if not np.isfinite(a).all():
             raise ValueError(f"{self.spec.env_id}: non-finite action {a}")
         a = a.reshape(self._act_shape)
-        reward = 0.0
+        reward = 0.0  # float64, summing float32 step rewards (see the module docstring)
         for _ in range(self.repeat):
             ts = self._env.step(a)
-            reward += float(ts.reward or 0.0)
+            reward += float(np.float32(ts.reward or 0.0))
             if ts.last():
                 break
+        reward = float(np.float32(reward))
         terminal = bool(ts.last() and ts.discount == 0)
         return self._obs(ts), reward, terminal, bool(ts.last() and not terminal), {}
 

@@ -119,8 +119,10 @@ class GymEnv(HostEnv):
             discrete, n, dims = False, 0, int(np.prod(act.shape))
             self._act_shape = tuple(act.shape)
             self._act_dtype = act.dtype
-            self._low = np.broadcast_to(np.asarray(act.low, np.float64), act.shape).ravel()
-            self._high = np.broadcast_to(np.asarray(act.high, np.float64), act.shape).ravel()
+            # The Box's own dtype, as the reference's Space keeps it (from_gym.py:119-122):
+            # a float32 Box is normalised in float32 (host.normalized_action).
+            self._low = np.broadcast_to(np.asarray(act.low), act.shape).ravel()
+            self._high = np.broadcast_to(np.asarray(act.high), act.shape).ravel()
         else:
             raise ValueError(f"{env_id}: action space {type(act).__name__} is not supported "
                              "(Discrete or Box)")
