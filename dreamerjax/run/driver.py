@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 import shutil
 import sys
 import time
@@ -33,7 +34,7 @@ from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import loop as train_lib
-from dreamerjax.run import memory, precompile, records, testhooks
+from dreamerjax.run import memory, outputs, precompile, records, testhooks
 from dreamerjax.run.loop import SeedState, Setup
 
 EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
@@ -355,19 +356,27 @@ def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | Non
 
 
 def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, float]) -> str:
-    """One grep-able line per log point (means over seeds); scales: agent.loss_scales."""
+    """One grep-able line per log point (means over seeds): rows, updates, then the names
+    that logger.filter finds (re.search) among the line's five figures and the records'
+    scalars (records.tb_scalars). scales: agent.loss_scales."""
     def mean(values):
         values = [v for v in values if v is not None]
         return float(np.mean(values)) if values else float("nan")
 
     recs = point.records
-    wm = mean(world_model_loss(r["train"], scales) for r in recs)
-    return (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
-            f"eval_return {mean(r['eval_mean'] for r in recs):.1f} "
-            f"train_return {mean(r['train_return'] for r in recs):.1f} "
-            f"wm_loss {wm:.3f} "
-            f"actor_entropy {mean(r['train'].get('ent/action/mean') for r in recs):.3f} "
-            f"updates/s {updates_per_s:.2f}")
+    shown = {
+        "eval_return": f"{mean(r['eval_mean'] for r in recs):.1f}",
+        "train_return": f"{mean(r['train_return'] for r in recs):.1f}",
+        "wm_loss": f"{mean(world_model_loss(r['train'], scales) for r in recs):.3f}",
+        "actor_entropy": f"{mean(r['train'].get('ent/action/mean') for r in recs):.3f}",
+        "updates/s": f"{updates_per_s:.2f}"}
+    # Then every scalar of the records (mean over seeds) but the two shown above.
+    names = dict.fromkeys(k for r in recs for k in records.tb_scalars(r))
+    for name in [n for n in names if n not in ("eval/eval_mean", "episode/train_return")]:
+        shown[name] = f"{mean(records.tb_scalars(r).get(name) for r in recs):.4g}"
+    keep = re.compile(point.config.logger.filter).search  # logger.filter, as the reference's
+    return " ".join([f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']}",
+                     *(f"{k} {v}" for k, v in shown.items() if keep(k))])
 
 
 def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
@@ -543,11 +552,13 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
     setup = train_lib.make_setup(config)
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
+    # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
+    loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     enable_compile_cache(compile_cache)
     if precompile.wanted(compile_cache):  # XLA's compile peak paid in a child process
         precompile.precompile(setup, seeds, devices, report=report)
-    run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
-              primary=jax.process_index() == 0)
+    run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
+              (*callbacks, *loggers), primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
     found = _resume_point(out, run.primary) if resume else None
@@ -565,7 +576,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     bar = _progress(progress and run.primary, config.run.steps,
                     start_log * config.run.eval_every)
     t0 = time.time() - wall0
-    with writer_cls(out, resume=positions, tensorboard=tensorboard) as writer:
+    with writer_cls(out, resume=positions, tensorboard=tensorboard and outputs.tensorboard(
+            config)) as writer, outputs.closed_on_error(loggers):
         writer.write_config(config.to_dict() | {"seeds": list(seeds)})
         if positions is not None:
             _rebuild_tensorboard(out, writer)
@@ -588,7 +600,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
                 writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
             written += point.records
             if report:
-                write_report(run, states, point, writer)
+                outputs.add_files(loggers, point.rows, write_report(run, states, point, writer))
             states = states.replace(window=metric_window.reset(states.window))
             stop = stop_requested()
             if _should_checkpoint(config, log_index, run.num_logs) or (
@@ -613,6 +625,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     if run.primary:
         from dreamerjax.viz import plots
         plots.plot_run(out)
+    outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
@@ -700,6 +713,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
         episode = video_lib.rollout(trainer.setup, params, key, mode)
         written.append(video_lib.write_video(
             video, video_lib.frames(config.run.env, episode)))
+    outputs.publish(run_dir, config, seeds, written)  # to the run's W&B / MLflow runs
     return written
 
 
