@@ -57,8 +57,10 @@ def check_installed(config: Config) -> None:
             continue
         module, extra = PACKAGES[name]
         if importlib.util.find_spec(module) is None:
+            from dreamerjax.envs.registry import install_command
+
             raise OutputError(f"logger.outputs: {name} needs the {module} package (not "
-                              f"installed): pip install 'dreamerjax[{extra}]'")
+                              f"installed): {install_command(extra)}")
 
 
 def tensorboard(config: Config) -> bool:
@@ -238,7 +240,7 @@ class WandbOutput(_Output):
                     project=cfg.wandb_project or None, entity=cfg.wandb_entity or None,
                     group=title, name=f"{title}-seed{seed}", id=ids[str(seed)],
                     resume="allow", dir=str(self.out), job_type="train",
-                    reinit="create_new", settings=wandb.Settings(console="off"))
+                    reinit="create_new", settings=wandb.Settings(console="off", quiet=True))
                 run.config.update(values, allow_val_change=True)  # run.steps may grow
             except Exception as e:
                 self.close(False, None)
