@@ -72,6 +72,9 @@ DMC_PROPRIO_12M_256 = {
     "retnorm.rate": 0.01, "retnorm.limit": 1.0, "retnorm.perclo": 5.0,
     "retnorm.perchi": 95.0,
     "actent": 3e-4, "slowreg": 1.0,
+    # The logger's keys are the reference's HEAD's (configs.yaml:23-24 at e3f0224).
+    "logger.outputs": ("jsonl", "scope"),
+    "logger.filter": "score|length|fps|ratio|train/loss/|train/rand/",
     # Keys with one implemented value (a sample; every FIXED key is compared below).
     "dyn.rssm.act": "silu", "dyn.rssm.cell": "blockgru", "retnorm.impl": "perc",
     "replay.fracs.uniform": 1.0, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
@@ -82,6 +85,9 @@ KNOWN_DIFFERENCES = {
     "run.eval_eps": 10,  # the protocol evaluates 10 episodes per log point
     "run.driver_parallel": False,  # host envs step in this process unless asked
     "jax.compute_dtype": "float32",  # bfloat16 is implemented; our default stays float32
+    # scope (the reference's viewer) is not an output here; the filter picks our line's.
+    "logger.outputs": ("jsonl", "tensorboard"),
+    "logger.filter": "eval_return|train_return|wm_loss|actor_entropy|updates/s",
 }
 
 # configs.yaml:148-176 (and our 1m): deter, hidden, classes, CNN depth, MLP units.

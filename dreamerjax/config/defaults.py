@@ -325,6 +325,27 @@ class EnvConfig:
     brax: BraxConfig = field(default_factory=BraxConfig)
 
 
+# logger.outputs values (LoggerConfig.outputs): where a run's log points go.
+LOGGER_OUTPUTS = ("jsonl", "tensorboard", "wandb", "mlflow")
+
+
+@dataclass(frozen=True)
+class LoggerConfig:
+    """logger (configs.yaml:22-27 at e3f0224, the reference's HEAD): where log points go
+    and which keys the terminal line shows. records.jsonl is written whatever `outputs`
+    says (resume, summary and compare read it); the W&B and MLflow outputs are
+    run/outputs.py's, attached to a run as callbacks."""
+
+    outputs: tuple[str, ...] = ("jsonl", "tensorboard")
+    # A regex searched in each name the terminal line could show (rows and updates always
+    # come first); the default shows the line's five figures.
+    filter: str = "eval_return|train_return|wm_loss|actor_entropy|updates/s"
+    wandb_project: str = ""  # "" leaves it to W&B (WANDB_PROJECT, else its default)
+    wandb_entity: str = ""  # "" leaves it to W&B (WANDB_ENTITY, else the user's)
+    mlflow_uri: str = ""  # "" = MLFLOW_TRACKING_URI if set, else run_dir/mlflow.db
+    mlflow_experiment: str = "dreamerjax"
+
+
 # The one default model size of every entry point (Config(), the CLI, `resolve`). The
 # reference's defaults are its 200m model; ours are the protocol's 1m (docs/config.md).
 DEFAULT_SIZE = "1m"
@@ -339,6 +360,7 @@ class Config:
     agent: AgentConfig = field(default_factory=_default_agent)
     run: RunConfig = field(default_factory=RunConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
     size: str = DEFAULT_SIZE  # a label: the size preset the widths equal, or "custom"
 
     def to_dict(self) -> dict:
@@ -466,5 +488,5 @@ _DATACLASSES = {
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
               RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
               Atari100kConfig, CrafterConfig, DMCConfig, CraftaxConfig,
-              PlaygroundConfig, BraxConfig, EnvConfig)
+              PlaygroundConfig, BraxConfig, EnvConfig, LoggerConfig)
 }

@@ -36,6 +36,7 @@ from typing import Any
 from dreamerjax.config.defaults import (
     COMPUTE_DTYPES,
     DEFAULT_SIZE,
+    LOGGER_OUTPUTS,
     REFUSED_COMPUTE_DTYPES,
     SEED_LOOPS,
     SIZES,
@@ -129,6 +130,10 @@ REFERENCE_KEYS: dict[str, str] = {
     "actent": "agent.actent",  # :144
     "slowreg": "agent.slowreg",  # :145
     "jax.compute_dtype": "agent.compute_dtype",  # :24; ours defaults to float32
+    # The reference's HEAD (configs.yaml:23-24 at e3f0224); 29eb964 has only a top-level
+    # `filter` and a fixed set of outputs (dreamerv3/main.py:147-159).
+    "logger.outputs": "logger.outputs",
+    "logger.filter": "logger.filter",
 }
 
 # Our own settings, which the reference does not have (names chosen not to collide with a
@@ -147,7 +152,15 @@ OUR_KEYS: dict[str, str] = {
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
     **_suite("atari", own=True), **_suite("atari100k", own=True),
+    # Where the W&B and MLflow outputs write (run/outputs.py).
+    "logger.wandb.project": "logger.wandb_project",
+    "logger.wandb.entity": "logger.wandb_entity",
+    "logger.mlflow.uri": "logger.mlflow_uri",
+    "logger.mlflow.experiment": "logger.mlflow_experiment",
 }
+
+# String keys whose empty value means "left to the package" (LoggerConfig).
+MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri"})
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
 
@@ -232,8 +245,11 @@ REFUSED: dict[str, str] = {
     "method": _LOGGER,
     "logdir": "the run directory is --out",
     "eval_dir": "train_holdout is not implemented",
-    "filter": _LOGGER,
+    "filter": "the terminal line's filter is logger.filter (the reference's HEAD name)",
     "tensorboard_videos": _LOGGER,
+    "logger.timer": "timers are not reported",
+    "logger.fps": "episode videos are written by `dreamerjax eval --video` at their own rate",
+    "logger.user": "expa, the reference's internal logger, is not implemented",
     "replay.chunksize": "the replay lives on the device, not in saved chunks",
     "replay.save_wait": "the replay lives on the device, not in saved chunks",
     "jax.platform": "JAX picks its backend (set JAX_PLATFORMS)",
@@ -812,7 +828,7 @@ def validate(config: Config) -> None:
         value = flat[key]
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key}: must be finite, got {value}")
-        if _field_type(path) is str and not value.strip():
+        if _field_type(path) is str and not value.strip() and key not in MAY_BE_EMPTY:
             raise ConfigError(f"{key}: must not be empty")
     if flat["run.train_ratio"] <= 0:
         raise ConfigError(f"run.train_ratio: must be positive, got {flat['run.train_ratio']}")
@@ -866,6 +882,22 @@ def validate(config: Config) -> None:
     if flat["twohot_mean"] not in TWOHOT_MEANS:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
+    _validate_logger(flat)
+
+
+def _validate_logger(flat: Mapping[str, Any]) -> None:
+    outputs = flat["logger.outputs"]
+    for name in outputs:
+        if name not in LOGGER_OUTPUTS:
+            raise ConfigError(f"logger.outputs: {name!r} is not an output here; choose from "
+                              f"{', '.join(LOGGER_OUTPUTS)}")
+    if len(set(outputs)) != len(outputs):
+        raise ConfigError(f"logger.outputs: {list(outputs)} names an output twice")
+    try:
+        re.compile(flat["logger.filter"])
+    except re.error as e:
+        raise ConfigError(f"logger.filter: {flat['logger.filter']!r} is not a valid regex: "
+                          f"{e}") from None
 
 
 # ---------------------------------------------------------------------------------------

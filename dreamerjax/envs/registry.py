@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+from pathlib import Path
 from types import ModuleType
 
 
@@ -40,7 +41,7 @@ class Suite:
     @property
     def install(self) -> str:
         """The command that installs this suite's packages."""
-        return f"pip install -e '.[{self.extra}]'" if self.extra else "(base install)"
+        return install_command(self.extra) if self.extra else "(base install)"
 
     def missing(self) -> tuple[str, ...]:
         """The required packages that cannot be found (nothing is imported)."""
@@ -57,6 +58,22 @@ class Suite:
             raise MissingExtra(
                 f"{what} needs {', '.join(missing)} (not installed): {self.install}")
         return importlib.import_module(self.module)
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install, PYTHONPATH), or
+    None for an installed wheel (whose site-packages has no pyproject.toml beside it)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def install_command(extra: str) -> str:
+    """The command that installs a pyproject extra; `-e .` only when run from a checkout,
+    where the checkout itself is what to install."""
+    command = f"pip install 'dreamerjax[{extra}]'"
+    if checkout_root() is not None:
+        command += f" (in this checkout: pip install -e '.[{extra}]')"
+    return command
 
 
 SUITES: dict[str, Suite] = {}

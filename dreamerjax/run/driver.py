@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 import shutil
 import sys
 import time
@@ -31,7 +32,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config, from_dict
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, memory, records
+from dreamerjax.run import host_time, memory, outputs, records
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import setup as setup_lib
@@ -226,24 +227,31 @@ def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | Non
 
 
 def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, float]) -> str:
-    """One grep-able line per log point (means over seeds); scales: agent.loss_scales.
-    What is not known yet is said: before the first update the losses and speed give way
-    to "(no update yet)", and a value no seed has (no training episode ended in the
-    interval) reads n/a."""
-    def mean(values, digits):
+    """One grep-able line per log point (means over seeds): rows, updates, then the names
+    that logger.filter finds (re.search) among the line's figures and the records' scalars
+    (records.tb_scalars). What is not known yet is said: before the first update the
+    losses and speed give way to "(no update yet)", and a value no seed has (no training
+    episode ended in the interval) reads n/a. scales: agent.loss_scales."""
+    def mean(values, fmt):
         values = [v for v in values if v is not None]
-        return f"{float(np.mean(values)):.{digits}f}" if values else "n/a"
+        return format(float(np.mean(values)), fmt) if values else "n/a"
 
     recs = point.records
-    line = (f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']} "
-            f"eval_return {mean((r['eval_mean'] for r in recs), 1)} "
-            f"train_return {mean((r['train_return'] for r in recs), 1)} ")
-    if recs[0]["updates"] <= 0:
-        return line + "(no update yet)"
-    return line + (
-        f"wm_loss {mean((world_model_loss(r['train'], scales) for r in recs), 3)} "
-        f"actor_entropy {mean((r['train'].get('ent/action/mean') for r in recs), 3)} "
-        f"updates/s {updates_per_s:.2f}")
+    shown = {"eval_return": mean((r["eval_mean"] for r in recs), ".1f"),
+             "train_return": mean((r["train_return"] for r in recs), ".1f")}
+    updated = recs[0]["updates"] > 0
+    if updated:
+        shown["wm_loss"] = mean((world_model_loss(r["train"], scales) for r in recs), ".3f")
+        shown["actor_entropy"] = mean((r["train"].get("ent/action/mean") for r in recs), ".3f")
+        shown["updates/s"] = f"{updates_per_s:.2f}"
+        # Then every scalar of the records (mean over seeds) but the two shown above.
+        names = dict.fromkeys(k for r in recs for k in records.tb_scalars(r))
+        for name in [n for n in names if n not in ("eval/eval_mean", "episode/train_return")]:
+            shown[name] = mean((records.tb_scalars(r).get(name) for r in recs), ".4g")
+    keep = re.compile(point.config.logger.filter).search  # logger.filter, as the reference's
+    parts = [f"[dreamerjax] rows {point.rows} updates {recs[0]['updates']}",
+             *(f"{k} {v}" for k, v in shown.items() if keep(k))]
+    return " ".join(parts if updated else [*parts, "(no update yet)"])
 
 
 def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
@@ -431,16 +439,18 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
     setup = setup_lib.make_setup(config)
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
+    # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
+    loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     enable_compile_cache(compile_cache)
     if precompile and compile_cache:  # XLA's compile peak paid in a child process
         precompile_lib.precompile(setup, seeds, devices,
                                   report=report and config.run.report_every > 0)
-    run = Run(config, seeds, out, make_trainer(setup, seeds, devices), tuple(callbacks),
-              primary=jax.process_index() == 0)
+    run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
+              (*callbacks, *loggers), primary=jax.process_index() == 0)
     # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
     os.makedirs(os.path.realpath(out), exist_ok=True)
-    loop = _Loop(progress, stop_after_rows, tensorboard, report, stop or StopRequest(),
-                 malloc_trim, host_time.Phases())
+    loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config), report,
+                 stop or StopRequest(), malloc_trim, host_time.Phases(), tuple(loggers))
     with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
         written = _run(run, resume, loop)
     if run.primary:
@@ -448,6 +458,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             records.plot_run(out)
         if progress and written:
             print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
+    outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return written
 
@@ -463,6 +474,7 @@ class _Loop:
     stop: StopRequest
     malloc_trim: bool
     phases: host_time.Phases  # host_s of the records (host_time.py)
+    loggers: tuple  # the W&B / MLflow outputs (run/outputs.py), also among the callbacks
 
 
 def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
@@ -482,7 +494,8 @@ def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
     bar = _progress(loop.progress and run.primary, run_cfg.steps,
                     start_log * run_cfg.eval_every)
     written, t0 = [], time.time() - wall0
-    with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer:
+    with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer, \
+            outputs.closed_on_error(loop.loggers):
         writer.write_config(run.config.to_dict() | {"seeds": list(run.seeds)})
         if positions is not None:
             _rebuild_tensorboard(run.out, writer)
@@ -522,7 +535,8 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
             cb.on_log(point)
     if loop.report and _should_report(run.config, log_index, run.num_logs):
         with phases("report"):
-            write_report(run, states, point, writer)
+            files = write_report(run, states, point, writer)
+            outputs.add_files(loop.loggers, point.rows, files)
     host_time.stamp(point.records, phases, time.time() - t0)
     with phases("write"):
         writer.add_episodes(point.episodes)
@@ -631,6 +645,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
         episode = rollout_lib.rollout(trainer.setup, params, key, mode)
         written.append(video_lib.write_video(
             video, video_lib.frames(config.run.env, episode)))
+    outputs.publish(run_dir, config, seeds, written)  # to the run's W&B / MLflow runs
     return written
 
 

@@ -297,14 +297,23 @@ class ExportArgs:
 class ParityArgs:
     """Check our networks and update against the reference fixtures, number for number."""
 
-    directory: tyro.conf.Positional[Path]
-    """Fixture directory (e.g. ../shared/reference_fixtures)."""
+    directory: tyro.conf.Positional[Path | None] = None
+    """Fixture directory: tests/data/reference of a dreamerjax checkout (the default when
+    run from one); an installed package does not hold the fixtures."""
     strict: bool = False
     """Fail on every tolerance breach, including the ones marked as known."""
 
     def validate(self) -> ParityArgs:
+        from dreamerjax.tools.parity import default_fixtures, fixtures_hint
+
+        if self.directory is None:
+            found = default_fixtures()
+            if found is None:
+                raise ArgumentError(f"give the fixture directory: {fixtures_hint()}")
+            return dataclasses.replace(self, directory=found)
         if not Path(self.directory).is_dir():
-            raise ArgumentError(f"{self.directory}: no such fixture directory")
+            raise ArgumentError(f"{self.directory}: no such fixture directory; "
+                                f"{fixtures_hint()}")
         return self
 
 
@@ -843,9 +852,13 @@ def preflight(config, seeds, devices: int) -> None:
     """What can be refused before the driver is imported and anything compiles: the env
     id, the setup's checks (setup_lib.make_setup) and the replay's memory (memory.py)."""
     from dreamerjax import envs
-    from dreamerjax.run import memory
+    from dreamerjax.run import memory, outputs
     from dreamerjax.run import setup as setup_lib
 
+    try:
+        outputs.check_installed(config)  # logger.outputs: the W&B / MLflow extra
+    except outputs.OutputError as e:
+        raise ArgumentError(str(e)) from e
     try:
         if envs.parse_env_id(config.run.env)[0].compiled:
             envs.make_env(config.run.env)

@@ -25,6 +25,26 @@ except ModuleNotFoundError as exc:
         raise
 
 
+FIXTURES = "tests/data/reference"  # in a source checkout
+
+
+def default_fixtures():
+    """The checkout's fixture directory when run from a checkout, else None."""
+    from dreamerjax.envs.registry import checkout_root
+
+    root = checkout_root()
+    found = None if root is None else root / FIXTURES
+    return found if found is not None and found.is_dir() else None
+
+
+def fixtures_hint() -> str:
+    """Where the fixtures are: they are arrays the reference produced (about 19 MB), kept
+    in the source repository, not in the installed package."""
+    return (f"the reference's fixtures are not in the installed package; they are "
+            f"{FIXTURES} of a dreamerjax source checkout (dreamerjax parity "
+            f"CHECKOUT/{FIXTURES})")
+
+
 def main_parity(directory: str, strict: bool = False) -> int:
     """Print the parity table for `directory` and return the process exit code.
 
@@ -40,6 +60,7 @@ def main_parity(directory: str, strict: bool = False) -> int:
 
 
 __all__ = [
-    "Row", "compare", "fixtures", "main_parity", "register", "register_companion",
+    "FIXTURES", "Row", "compare", "default_fixtures", "fixtures", "fixtures_hint",
+    "main_parity", "register", "register_companion",
     "register_unsupported", "run_parity",
 ]

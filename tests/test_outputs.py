@@ -1,0 +1,204 @@
+"""The W&B and MLflow outputs (logger.outputs) on the real packages, offline: W&B in its
+offline mode (its .wandb files under the run directory, read back here), MLflow in its
+SQLite store under the run directory. A tiny two-seed run stopped at its first log point
+and resumed, then an evaluation video: every log point reaches both once, in the same
+runs, with the numbers of records.jsonl."""
+
+import dataclasses
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from dreamerjax.config.defaults import LoggerConfig
+from dreamerjax.run import driver, outputs, records
+from dreamerjax.run.loop import make_config, make_setup
+
+wandb = pytest.importorskip("wandb")
+mlflow = pytest.importorskip("mlflow")
+
+SEEDS = (0, 1)
+
+
+def _cfg(outputs=("jsonl", "wandb", "mlflow")):
+    # 4 envs open the replay gate before row 400: the first log point has updates and
+    # a report.
+    cfg = make_config("CartPole-v1", tiny=True, steps=800, eval_every=400, eval_episodes=2,
+                      num_envs=4)
+    return dataclasses.replace(cfg, logger=LoggerConfig(outputs=outputs))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A run stopped after its first log point, resumed to the end, then an evaluation
+    video; returns (run_dir, loggers.json after the first call)."""
+    out = tmp_path_factory.mktemp("loggers") / "cartpole"
+    saved = {k: os.environ.get(k) for k in ("WANDB_MODE", "MLFLOW_TRACKING_URI")}
+    os.environ["WANDB_MODE"] = "offline"  # W&B's own switch: no network
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    try:
+        kw = dict(progress=False, compile_cache=False)
+        driver.train(_cfg(), SEEDS, str(out), stop_after_rows=400, **kw)
+        first = outputs.read_state(out)
+        driver.train(_cfg(), SEEDS, str(out), resume=True, **kw)
+        driver.eval_artifacts(str(out), video=out / "episode.mp4")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return out, first
+
+
+# ----------------------------------------------------------------------------- W&B files
+
+
+def _wandb_records(path: Path):
+    """The protobuf records of a .wandb file (W&B's LevelDB-style log: a 7-byte header,
+    32 KiB blocks of chunks, each with a 7-byte header: CRC, length, type)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, buf = 7, 32768, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # the block's tail is padding
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if length == 0 and kind == 0:
+            pos += block - pos % block
+            continue
+        buf += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a full record, or the last chunk of one
+            record = pb.Record()
+            record.ParseFromString(buf)
+            buf = b""
+            yield record
+
+
+def _wandb_run(run_dir: Path, run_id: str) -> dict:
+    """What the offline files of one W&B run hold, over every process that wrote it:
+    {'ids', 'groups', 'config', 'history': [{key: value}]}."""
+    files = sorted(run_dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+    assert files, f"no offline W&B files of run {run_id}"
+    seen = {"files": len(files), "ids": set(), "groups": set(), "config": {}, "history": []}
+    for path in files:
+        for rec in _wandb_records(path):
+            kind = rec.WhichOneof("record_type")
+            if kind == "run":
+                seen["ids"].add(rec.run.run_id)
+                seen["groups"].add(rec.run.run_group)
+            elif kind == "config":
+                seen["config"].update({u.key: json.loads(u.value_json)
+                                       for u in rec.config.update})
+            elif kind == "history":
+                seen["history"].append({
+                    i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                    for i in rec.history.item})
+    return seen
+
+
+def test_wandb_gets_every_log_point_once_in_one_run_per_seed(run):
+    out, first = run
+    ids = outputs.read_state(out)["wandb"]["ids"]
+    assert ids == first["wandb"]["ids"]  # the resume continued the same runs
+    recs = records.read_records(out)
+    for seed in SEEDS:
+        seen = _wandb_run(out, ids[str(seed)])
+        assert seen["ids"] == {ids[str(seed)]}
+        assert seen["groups"] == {"cartpole"}  # grouped by the run's name
+        assert seen["config"]["seed"] == seed and seen["config"]["seeds"] == list(SEEDS)
+        assert seen["config"]["task"] == "CartPole-v1"
+        assert seen["config"]["logger.outputs"] == ["jsonl", "wandb", "mlflow"]
+        points = [h for h in seen["history"] if "eval/eval_mean" in h]
+        mine = [r for r in recs if r["seed"] == seed]
+        # Each log point once (the stopped call sent 400, the resumed one 800 only).
+        assert [h["_step"] for h in points] == [r["rows"] for r in mine] == [400, 800]
+        for h, r in zip(points, mine, strict=True):
+            assert h["eval/eval_mean"] == pytest.approx(r["eval_mean"])
+            assert h["updates"] == r["updates"]
+            assert h["train/dyn_loss"] == pytest.approx(r["train"]["dyn_loss"])
+    assert _wandb_run(out, ids["0"])["files"] == 3  # two train calls and the evaluation
+    media = [h for h in _wandb_run(out, ids["0"])["history"] if "report/openl_vector" in h
+             or "eval/episode" in h]
+    kinds = {k: h[k]["_type"] for h in media for k in h if k.startswith(("report/", "eval/"))}
+    assert kinds == {"report/openl_vector": "image-file", "eval/episode": "video-file"}
+    assert not any("report/openl_vector" in h for h in _wandb_run(out, ids["1"])["history"])
+
+
+def test_mlflow_gets_params_metrics_and_artifacts_in_the_same_runs(run):
+    out, first = run
+    state = outputs.read_state(out)["mlflow"]
+    assert {k: state[k] for k in ("parent", "children")} == \
+        {k: first["mlflow"][k] for k in ("parent", "children")}
+    assert state["uri"] == f"sqlite:///{out.resolve() / 'mlflow.db'}"
+    client = mlflow.MlflowClient(tracking_uri=state["uri"])
+    runs = client.search_runs([state["experiment"]])
+    assert len(runs) == 3  # the parent and one child per seed: nothing new on resume
+    parent = client.get_run(state["parent"])
+    assert parent.info.status == "FINISHED" and parent.info.run_name == "cartpole"
+    assert parent.data.params["task"] == "CartPole-v1"
+    assert json.loads(parent.data.params["seeds"]) == list(SEEDS)
+    assert json.loads(parent.data.params["logger.outputs"]) == ["jsonl", "wandb", "mlflow"]
+    recs = records.read_records(out)
+    for seed in SEEDS:
+        child = client.get_run(state["children"][str(seed)])
+        assert child.data.tags["mlflow.parentRunId"] == state["parent"]
+        assert child.data.params["seed"] == str(seed) and child.info.status == "FINISHED"
+        history = client.get_metric_history(child.info.run_id, "eval/eval_mean")
+        mine = [r for r in recs if r["seed"] == seed]
+        assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == \
+            pytest.approx([(r["rows"], r["eval_mean"]) for r in mine])
+    files = {f.path for f in client.list_artifacts(state["parent"])}
+    assert {"curves.png", "episode.mp4", "report"} <= files
+    assert [f.path for f in client.list_artifacts(state["parent"], "report")] == \
+        ["report/openl_vector.png"]
+    assert (out / "mlartifacts").is_dir()  # artifacts under the run directory too
+
+
+def test_outputs_without_tensorboard_write_no_event_files(run):
+    out, _ = run
+    assert not (out / records.TB_DIR).exists()
+    assert len(records.read_records(out)) == 4  # records.jsonl is always written
+
+
+def test_a_bad_output_name_is_refused_naming_the_choices(tmp_path, capsys):
+    from dreamerjax.tools import cli
+
+    for args in (["--set", "logger.outputs=jsonl,scope"], ["--logger.outputs", "jsonl",
+                                                             "scope"]):
+        code = cli.main(["train", "--env", "CartPole-v1", "--tiny", "--out",
+                         str(tmp_path / "r"), *args])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1
+        assert "logger.outputs: 'scope' is not an output here; choose from jsonl, " \
+               "tensorboard, wandb, mlflow" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_status_line_shows_what_logger_filter_finds():
+    from dreamerjax.algo import agent
+
+    train = {"vector_loss": 1.0, "reward_loss": 2.0, "cont_loss": 3.0, "dyn_loss": 4.0,
+             "rep_loss": 5.0, "ent/action/mean": 0.5}
+    recs = [records.record_row(s, 800, 100, [10.0 + s], [10], train, None, 1.0, 20.0)
+            for s in SEEDS]
+    cfg = _cfg()
+    scales = agent.loss_scales(cfg.agent, make_setup(cfg).spaces)
+
+    def line(pattern):
+        config = dataclasses.replace(cfg, logger=LoggerConfig(filter=pattern))
+        point = driver.LogPoint(1, 800, SEEDS, 4, recs, [], config)
+        return driver.status_line(point, 2.5, scales)
+
+    assert line(LoggerConfig().filter) == (
+        "[dreamerjax] rows 800 updates 100 eval_return 10.5 train_return 20.0 wm_loss 10.500 "
+        "actor_entropy 0.500 updates/s 2.50")
+    assert line("eval_return|train/dyn") == (
+        "[dreamerjax] rows 800 updates 100 eval_return 10.5 train/dyn_loss 4")
+    assert line("^$") == "[dreamerjax] rows 800 updates 100"
