@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dreamerjax.config import keys as C
+from dreamerjax.config.defaults import make_config
 from dreamerjax.run import driver, host_time, records
-from dreamerjax.run.loop import make_config
 from dreamerjax.viz import report
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dreamerjax.config.defaults import LoggerConfig
+from dreamerjax.config.defaults import LoggerConfig, make_config
 from dreamerjax.run import driver, outputs, records
-from dreamerjax.run.loop import make_config, make_setup
+from dreamerjax.run.setup import make_setup
 
 wandb = pytest.importorskip("wandb")
 mlflow = pytest.importorskip("mlflow")
