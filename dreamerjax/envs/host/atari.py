@@ -102,10 +102,9 @@ class AtariEnv(HostEnv):
         """A fresh ALE with the reset noise and ALE seeded from `seed` (ALE reads its seed
         and repeat_action_probability when the ROM loads).
 
-        Fresh, not the same interface loaded again: a second loadROM would read the
-        probability that the reference's order writes after the first, so a reseeded env
-        would lose the reference's sticky actions; a new interface starts from ALE's
-        defaults, as each of the reference's envs does (atari.py:48-59).
+        Fresh, not the same interface loaded again, as each of the reference's envs has
+        its own (atari.py:48-59): a loadROM reads every setting made on its interface
+        before, so nothing of an earlier load may carry over.
         """
         ale_py = self._ale_py
         self.rng = np.random.default_rng(seed)
