@@ -124,10 +124,13 @@ def test_wandb_gets_every_log_point_once_in_one_run_per_seed(run):
             assert h["updates"] == r["updates"]
             assert h["train/dyn_loss"] == pytest.approx(r["train"]["dyn_loss"])
     assert _wandb_run(out, ids["0"])["files"] == 3  # two train calls and the evaluation
+    report = sorted(p.stem for p in (out / "report").glob("*.png"))  # the report's pictures
+    assert report == ["openl_vector", "openl_vector_heatmap"]
     media = [h for h in _wandb_run(out, ids["0"])["history"] if "report/openl_vector" in h
              or "eval/episode" in h]
     kinds = {k: h[k]["_type"] for h in media for k in h if k.startswith(("report/", "eval/"))}
-    assert kinds == {"report/openl_vector": "image-file", "eval/episode": "video-file"}
+    assert kinds == {**{f"report/{name}": "image-file" for name in report},
+                     "eval/episode": "video-file"}
     assert not any("report/openl_vector" in h for h in _wandb_run(out, ids["1"])["history"])
 
 
@@ -157,7 +160,7 @@ def test_mlflow_gets_params_metrics_and_artifacts_in_the_same_runs(run):
     files = {f.path for f in client.list_artifacts(state["parent"])}
     assert {"curves.png", "episode.mp4", "report"} <= files
     assert [f.path for f in client.list_artifacts(state["parent"], "report")] == \
-        ["report/openl_vector.png"]
+        ["report/openl_vector.png", "report/openl_vector_heatmap.png"]
     assert (out / "mlartifacts").is_dir()  # artifacts under the run directory too
 
 
