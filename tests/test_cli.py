@@ -134,7 +134,7 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "info_command", lambda a: calls.append(("info", a)) or 3)
     _fake_module(monkeypatch, "dreamerjax.tools.parity",
                  main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1)
-    _fake_module(monkeypatch, "dreamerjax.tools.compare",
+    _fake_module(monkeypatch, "dreamerjax.tools.protocol",
                  compare_main=lambda run, ref, out, seeds=None, smoke=False:
                  calls.append(("compare", run, ref, out, seeds, smoke)) or 0)
     _fake_module(monkeypatch, "dreamerjax.tools.bench", main=lambda a: calls.append(("bench", a)))

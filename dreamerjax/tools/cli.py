@@ -785,8 +785,8 @@ def train_command(args: TrainArgs) -> int:
 
     callbacks = []
     if config.run.protocol:
-        from dreamerjax.tools import compare
-        callbacks.append(compare.ProtocolFields())
+        from dreamerjax.tools.protocol.fields import ProtocolFields
+        callbacks.append(ProtocolFields())
     stop = driver.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
@@ -998,7 +998,7 @@ def run(args: Any) -> int:
         from dreamerjax.tools.parity import main_parity
         return _code(main_parity(str(args.directory), args.strict))
     if isinstance(args, CompareArgs):
-        from dreamerjax.tools.compare import compare_main
+        from dreamerjax.tools.protocol import compare_main
         return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
                                   _str_or_none(args.out), seeds=None, smoke=args.smoke))
     if isinstance(args, SummaryArgs):
