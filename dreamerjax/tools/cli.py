@@ -410,17 +410,14 @@ class BenchArgs:
     """Untimed updates before the timed ones."""
     set: _Sets = ()
     """Set a config key of the benched update by its dotted name, e.g. --set
-    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs; writes to
-    --out only)."""
+    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
     size: str = DEFAULT_SIZE
-    """Model size preset of the benched config (config.SIZES; other than the default
-    writes to --out only)."""
-    out: _path("PATH", "(default: results/bench; nothing written with --tiny, --size or "
-                       "--env)") = None
-    """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json
-    file or a folder for env_<id>_<date>.json."""
+    """Model size preset of the benched config (config.SIZES)."""
+    out: _path("PATH", "(default: stdout only)") = None
+    """Where the figures are also written: a .json file, or a folder for
+    bench_<backend>_<date>.json and its README.md table (with --env: env_<id>_<date>.json)."""
     env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
         = None
     """Time a whole run of this env (host ids too: gym_CartPole-v1, atari100k_pong) with
