@@ -117,13 +117,14 @@ def test_parse_errors_exit_2(capsys):
 def _fake_module(monkeypatch, name, **attrs):
     """`name` replaced by a module holding attrs, in sys.modules and on its package (where
     `from dreamerjax.tools import bench` finds a module imported by an earlier test)."""
-    import dreamerjax
+    import importlib
 
+    parent, _, child = name.rpartition(".")
     mod = types.ModuleType(name)
     for k, v in attrs.items():
         setattr(mod, k, v)
     monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setattr(dreamerjax, name.rsplit(".", 1)[1], mod, raising=False)
+    monkeypatch.setattr(importlib.import_module(parent), child, mod, raising=False)
     return mod
 
 

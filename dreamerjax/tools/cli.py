@@ -154,49 +154,8 @@ class TrainArgs:
         """Raise ArgumentError on input that cannot run. Returns the arguments with env and
         size resolved to their defaults for a new run (left None with --resume, where the
         checkpoint's apply)."""
-        if self.resume is None and self.out is None:
-            raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
-        if self.resume is not None:
-            if self.out is not None and Path(self.out).absolute() != Path(
-                    self.resume).absolute():
-                raise ArgumentError("give either --out (a new run) or --resume (an existing "
-                                    "run), not both")
-            if not Path(self.resume).is_dir():
-                raise ArgumentError(f"--resume {self.resume}: no such run directory")
-            from dreamerjax.run import (
-                lock as runlock,  # no JAX: the checks of a run directory's state
-            )
-            runlock.check(self.resume, "--resume")
-            runlock.check_not_nonfinite(self.resume)
-        else:
-            # Processes of a multi-host run share --out; only process 0 (or, with cluster
-            # auto-detection, none) can tell it must be empty before the others write.
-            if not self.distributed or self.process_id == 0:
-                _check_new_run_dir(Path(self.out))
-        if self.size is not None and self.size not in SIZES:
-            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
-        if self.env is not None and not self.env.strip():
-            raise ArgumentError("--env must not be empty")
-        if self.seeds is not None:
-            _check_seeds(self.seeds)
-        _check_limits(self)
-        for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
-        if self.train_ratio is not None and not (math.isfinite(self.train_ratio)
-                                                 and self.train_ratio > 0):
-            raise ArgumentError(f"--train-ratio must be positive, got {self.train_ratio}")
-        if self.checkpoint_every is not None and self.checkpoint_every < 0:
-            raise ArgumentError(
-                f"--checkpoint-every must be >= 0 (0: never), got {self.checkpoint_every}")
-        _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
-        _check_distributed(self)
-        if self.devices <= 0:
-            raise ArgumentError(f"--devices must be positive, got {self.devices}")
-        if self.seeds is not None and len(self.seeds) % self.devices:
-            raise ArgumentError(
-                f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
+        _check_train_dirs(self)
+        _check_train_values(self)
         given = [f"--{n}" for n in _CONFIG_FLAGS if getattr(self, n)]
         if self.resume is not None and given:
             raise ArgumentError(f"{given[0]} cannot change a run on --resume (the run's config "
@@ -213,6 +172,57 @@ class TrainArgs:
                                            seeds=self.seeds or (0,))
             return dataclasses.replace(self, seeds=self.seeds or (0,))
         return self
+
+
+def _check_train_dirs(args: TrainArgs) -> None:
+    """--out names a new (empty) run directory, or --resume a run no one else writes and
+    that did not stop at a non-finite loss; not both."""
+    if args.resume is None and args.out is None:
+        raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
+    if args.resume is not None:
+        if args.out is not None and Path(args.out).absolute() != Path(
+                args.resume).absolute():
+            raise ArgumentError("give either --out (a new run) or --resume (an existing "
+                                "run), not both")
+        if not Path(args.resume).is_dir():
+            raise ArgumentError(f"--resume {args.resume}: no such run directory")
+        from dreamerjax.run import (
+            lock as runlock,  # no JAX: the checks of a run directory's state
+        )
+        runlock.check(args.resume, "--resume")
+        runlock.check_not_nonfinite(args.resume)
+    # Processes of a multi-host run share --out; only process 0 (or, with cluster
+    # auto-detection, none) can tell it must be empty before the others write.
+    elif not args.distributed or args.process_id == 0:
+        _check_new_run_dir(Path(args.out))
+
+
+def _check_train_values(args: TrainArgs) -> None:
+    """Each flag's own value: size, env, seeds, lengths, ratio, CNN, devices."""
+    if args.size is not None and args.size not in SIZES:
+        raise ArgumentError(f"--size {args.size!r}: known sizes are {', '.join(SIZES)}")
+    if args.env is not None and not args.env.strip():
+        raise ArgumentError("--env must not be empty")
+    if args.seeds is not None:
+        _check_seeds(args.seeds)
+    _check_limits(args)
+    for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if args.train_ratio is not None and not (math.isfinite(args.train_ratio)
+                                             and args.train_ratio > 0):
+        raise ArgumentError(f"--train-ratio must be positive, got {args.train_ratio}")
+    if args.checkpoint_every is not None and args.checkpoint_every < 0:
+        raise ArgumentError(
+            f"--checkpoint-every must be >= 0 (0: never), got {args.checkpoint_every}")
+    _check_cnn(args.cnn_mults, args.cnn_minres, args.resume is not None)
+    _check_distributed(args)
+    if args.devices <= 0:
+        raise ArgumentError(f"--devices must be positive, got {args.devices}")
+    if args.seeds is not None and len(args.seeds) % args.devices:
+        raise ArgumentError(
+            f"{len(args.seeds)} seeds cannot be split evenly over {args.devices} devices")
 
 
 @dataclass(frozen=True)
