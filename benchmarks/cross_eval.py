@@ -1,6 +1,6 @@
 """One checkpoint's policy evaluated on several environments with the same spaces.
 
-Issue 16 asked whether Gymnasium's float64 CartPole matters: the host-path protocol run
+Does Gymnasium's float64 CartPole matter? The host-path protocol run
 (results/cartpole_protocol_gym/) evaluated lower than the compiled gymnax run while its
 training windows matched. This separates the two candidate causes. The same parameters
 are evaluated on gymnax's CartPole-v1 (compiled evaluate) and on Gymnasium's CartPole-v1

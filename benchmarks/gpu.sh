@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU figures of issue 20, in one prepared run: `dreamerjax bench` of the 1m and 12m
+# The update bench on a GPU, in one prepared run: `dreamerjax bench` of the 1m and 12m
 # presets, float32 and bfloat16 compute, 1 and 16 vmapped seeds (seed_loop auto = vmap off
 # a CPU), each configuration in its own process under its own time limit, so one that
 # hangs or runs out of memory costs only its slot. Every JSON lands in OUT as it finishes.
@@ -40,7 +40,7 @@ for size in "${sizes[@]}"; do
         name="bench_${size}_${dtype}"
         if [ "$size" = tiny ]; then which=(--tiny); else which=(--size "$size"); fi
         start=$(date +%s)
-        timeout --kill-after=10 "$LIMIT" "$PY" -m dreamerjax.cli bench --json "${which[@]}" \
+        timeout --kill-after=10 "$LIMIT" "$PY" -m dreamerjax.tools.cli bench --json "${which[@]}" \
             --seeds "${seeds[@]}" --updates "$UPDATES" --set "jax.compute_dtype=$dtype" \
             > "$OUT/$name.json" 2> "$OUT/$name.err"
         rc=$?

@@ -29,16 +29,21 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamerjax.tools import compare
+from dreamerjax.tools.protocol.inputs import load_record_set
+from dreamerjax.tools.protocol.statistics import (
+    PUBLISHED_REFERENCE_S1,
+    S1_ROWS_FULL,
+    s1_per_seed,
+)
 
-LO, HI = compare.PUBLISHED_REFERENCE_S1
+LO, HI = PUBLISHED_REFERENCE_S1
 
 
 def seed_values(run: str, rows: tuple[int, ...]) -> dict[int, float]:
     """{seed: mean eval_mean over `rows`} of a run directory or a records folder."""
-    rs = compare.load_record_set(run)
+    rs = load_record_set(run)
     seeds = tuple(sorted({int(r["seed"]) for r in rs.records}))
-    return compare.s1_per_seed(rs, seeds, rows)
+    return s1_per_seed(rs, seeds, rows)
 
 
 def scatter(runs: dict[str, dict[int, float]], test: str | None, draws: int = 100_000,
@@ -73,7 +78,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", help="run directories or records folders")
     p.add_argument("--test", help="the run whose A the permutation test places")
-    p.add_argument("--rows", type=int, nargs="+", default=list(compare.S1_ROWS_FULL),
+    p.add_argument("--rows", type=int, nargs="+", default=list(S1_ROWS_FULL),
                    help="log points averaged per seed (default: S1's)")
     a = p.parse_args()
     runs = {str(Path(r)): seed_values(r, tuple(a.rows)) for r in a.runs}

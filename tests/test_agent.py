@@ -206,7 +206,7 @@ def test_image_encoder_decoder_shapes():
 
 
 def test_reward_head_decodes_with_its_own_bins():
-    """Issue 13 defect 5: the reward head's bins come from rewhead.bins, not critic.bins."""
+    """The reward head decodes with its own bins (rewhead.bins), not the critic's."""
     cfg = tiny_agent_config(sample_mode=True)
     cfg = dataclasses.replace(cfg, rewhead=dataclasses.replace(cfg.rewhead, bins=51))
     state = A.init(jax.random.PRNGKey(0), cfg, VEC)

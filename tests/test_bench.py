@@ -3,7 +3,9 @@ No timing is asserted, only that every figure is there, finite and positive."""
 
 import json
 import math
+import os
 import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,19 +19,23 @@ KEYS = ("seconds_per_update_per_seed", "compile_seconds_cold", "compile_seconds_
         "report_seconds_wide", "report_bytes_wide")
 
 
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench"
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench")
-    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=3, warmup=1,
-                                 out=out)
+    """The bench without --out, run from an empty folder: stdout only."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=3, warmup=1)
     capture = pytest.MonkeyPatch()
     lines = []
     capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    capture.chdir(cwd)
     try:
         code = bench.main(args)
     finally:
         capture.undo()
-    return code, lines, out
+    return code, lines, cwd
 
 
 def _positive(x):
@@ -66,18 +72,41 @@ def test_warm_compile_reads_the_cold_cache(smoke):
 
 
 @pytest.mark.slow  # the bench's cold/warm compile workers: a minute
-def test_results_written(smoke):
-    _, lines, out = smoke
-    files = sorted(p.name for p in out.iterdir())
-    assert "README.md" in files
-    [name] = [f for f in files if f.startswith("bench_") and f.endswith(".json")]
-    assert json.loads((out / name).read_text()) == json.loads(lines[0])
-    md = (out / "README.md").read_text()
+def test_nothing_written_without_out_and_the_result_written_where_named(smoke, tmp_path):
+    _, lines, cwd = smoke
+    assert list(cwd.iterdir()) == []  # no results/ or any file in the working folder
+    r = json.loads(lines[0])
+    assert bench.write_results(r, str(tmp_path / "one.json")) == [str(tmp_path / "one.json")]
+    assert json.loads((tmp_path / "one.json").read_text()) == r
+    paths = bench.write_results(r, str(tmp_path / "folder"))
+    assert [os.path.basename(p) for p in paths] == [
+        f"bench_{r['machine']['backend']}_{r['date'][:10].replace('-', '')}.json", "README.md"]
+    assert json.loads(Path(paths[0]).read_text()) == r
+    md = Path(paths[1]).read_text()
     assert "| s / update / seed, 1 seed |" in md
     assert "dreamerjax bench --json --tiny" in md
-    assert "1.9 (p10 1.7, p90 2.2)" in md  # the reference's anchor beside ours
-    # ... but never divided by ours: it was measured on another machine and day.
-    assert "Speed-up" not in md and "no column here is divided by it" in md
+
+
+def test_out_folder_table_has_one_column_per_result(tmp_path):
+    """--out DIR: the result's JSON beside those already there, and README.md with one
+    dreamerjax column per bench_*.json, oldest first, and no figure it did not measure."""
+    old = sorted(RESULTS.glob("bench_cpu_*.json"))
+    assert len(old) >= 2
+    for p in old[:-1]:
+        (tmp_path / p.name).write_text(p.read_text())
+    newest = json.loads(old[-1].read_text())
+    paths = bench.write_results(newest, str(tmp_path))
+    assert paths == [str(tmp_path / old[-1].name), str(tmp_path / "README.md")]
+    md = (tmp_path / "README.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("| figure"))
+    assert head == "| figure | " + " | ".join(
+        f"dreamerjax [{i + 1}]" for i in range(len(old))) + " |"
+    row = next(line for line in md.splitlines() if line.startswith("| s / update / seed, 1"))
+    s = newest["seconds_per_update_per_seed"]["1"]
+    assert row.endswith(f"| {s['median']:.3f} (p10 {s['p10']:.3f}, p90 {s['p90']:.3f}) |")
+    assert "reference" not in head and "target" not in head
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [p.name for p in old] + ["README.md"])
 
 
 def test_unrolled_scans_restore_scan():

@@ -117,13 +117,14 @@ def test_parse_errors_exit_2(capsys):
 def _fake_module(monkeypatch, name, **attrs):
     """`name` replaced by a module holding attrs, in sys.modules and on its package (where
     `from dreamerjax.tools import bench` finds a module imported by an earlier test)."""
-    import dreamerjax
+    import importlib
 
+    parent, _, child = name.rpartition(".")
     mod = types.ModuleType(name)
     for k, v in attrs.items():
         setattr(mod, k, v)
     monkeypatch.setitem(sys.modules, name, mod)
-    monkeypatch.setattr(dreamerjax, name.rsplit(".", 1)[1], mod, raising=False)
+    monkeypatch.setattr(importlib.import_module(parent), child, mod, raising=False)
     return mod
 
 
@@ -134,7 +135,7 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "info_command", lambda a: calls.append(("info", a)) or 3)
     _fake_module(monkeypatch, "dreamerjax.tools.parity",
                  main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1)
-    _fake_module(monkeypatch, "dreamerjax.tools.compare",
+    _fake_module(monkeypatch, "dreamerjax.tools.protocol",
                  compare_main=lambda run, ref, out, seeds=None, smoke=False:
                  calls.append(("compare", run, ref, out, seeds, smoke)) or 0)
     _fake_module(monkeypatch, "dreamerjax.tools.bench", main=lambda a: calls.append(("bench", a)))

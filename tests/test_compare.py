@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from dreamerjax.config.defaults import Config, RunConfig, agent_config
-from dreamerjax.tools import compare
+from dreamerjax.tools.protocol import compare_main, inputs, statistics
+from dreamerjax.tools.protocol.fields import EpisodeTracker
 
-PROTOCOL = compare.Schedule()
+PROTOCOL = inputs.schedule_of(RunConfig())
 LOG_POINTS = tuple(range(2000, 20001, 2000))
 
 # Hand-computed update counts: gate at 16 * 64 + 16 = 1040 rows, then one update per two rows.
@@ -95,7 +96,7 @@ def make_run(path, seeds=(0, 1, 2), log_s2=True, run: RunConfig | None = None,
         seed_eps = episodes_for(s)
         eps += seed_eps
         for k in range(1, 11):
-            s2 = compare.s2_at(seed_eps, 16, 2000 * k) if log_s2 else None
+            s2 = statistics.s2_at(seed_eps, 16, 2000 * k) if log_s2 else None
             recs.append(record(s, k, s2=None if s2 is None or math.isnan(s2) else s2))
     write_jsonl(path / "records.jsonl", recs)
     write_jsonl(path / "episodes.jsonl", eps)
@@ -147,12 +148,12 @@ def test_protocol_schedule_matches_hand_counts():
 def test_small_schedule_gate_and_ratio():
     # 2 envs, batch 2 x 4 trained rows + 1 context: env 1's first 5-row item is transition
     # 2 * 4 + 2 = 10; ratio 4 / (2 * 4) = 1/2 update per row.
-    s = compare.Schedule(num_envs=2, steps=40, eval_every=8, train_ratio=4.0, batch_size=2,
-                         batch_length=4, replay_context=1)
+    s = inputs.schedule_of(RunConfig(num_envs=2, steps=40, eval_every=8, train_ratio=4.0,
+                                     batch_size=2, batch_length=4, replay_context=1))
     assert s.gate_step == 10
     assert [s.expected_updates(n) for n in s.log_points] == [0, 4, 8, 12, 16]
     # batch smaller than the number of envs: the gate opens mid-tick (16 * 64 + 8).
-    assert compare.Schedule(batch_size=8).gate_step == 1032
+    assert inputs.schedule_of(RunConfig(batch_size=8)).gate_step == 1032
 
 
 # --- statistics ---------------------------------------------------------------------------
@@ -167,18 +168,18 @@ def test_s2_by_hand_small():
            {"worker": 0, "row_last": 13, "score": 2.0},
            {"worker": 0, "row_last": 10, "score": 6.0},
            {"worker": 1, "row_last": 5, "score": 5.0}]
-    assert compare.s2_at(eps, 2, 12) == 4.0
-    assert compare.s2_at(eps, 2, 20) == 4.75
-    assert compare.s2_at(eps, 2, 26) == pytest.approx((11 / 3 + 5) / 2)
-    assert compare.s2_at(eps, 2, 26, window=2) == pytest.approx((4 + 5) / 2)
+    assert statistics.s2_at(eps, 2, 12) == 4.0
+    assert statistics.s2_at(eps, 2, 20) == 4.75
+    assert statistics.s2_at(eps, 2, 26) == pytest.approx((11 / 3 + 5) / 2)
+    assert statistics.s2_at(eps, 2, 26, window=2) == pytest.approx((4 + 5) / 2)
     # Row 5 is counted only from N = 10 (5 <= 10 / 2); before, worker 1 has none: NaN.
-    assert math.isnan(compare.s2_at(eps, 2, 9))
-    assert compare.s2_at(eps, 2, 10) == 4.0
+    assert math.isnan(statistics.s2_at(eps, 2, 9))
+    assert statistics.s2_at(eps, 2, 10) == 4.0
 
 
 def test_s2_and_s1_of_the_synthetic_set_equal_hand_values(tmp_path):
-    rs = compare.load_record_set(make_run(tmp_path / "run"))
-    cur = compare.curves(rs, (0, 1, 2), PROTOCOL)
+    rs = inputs.load_record_set(make_run(tmp_path / "run"))
+    cur = statistics.curves(rs, (0, 1, 2), PROTOCOL)
     for s in (0, 1, 2):
         got = dict(zip(cur[s]["rows"], cur[s]["s2"], strict=False))
         for n, want in S2_HAND.items():
@@ -186,15 +187,15 @@ def test_s2_and_s1_of_the_synthetic_set_equal_hand_values(tmp_path):
                 assert math.isnan(got[n]), (s, n)
             else:
                 assert got[n] == pytest.approx(want), (s, n)
-    assert compare.s1_per_seed(rs, (0, 1, 2), compare.S1_ROWS_FULL) == pytest.approx(S1_HAND)
+    assert statistics.s1_per_seed(rs, (0, 1, 2), statistics.S1_ROWS_FULL) == pytest.approx(S1_HAND)
 
 
 def test_decision_rule():
-    d = compare.decide({0: 200.0, 1: 260.0}, {0: 241.0, 1: 300.0, 2: 386.0})
+    d = statistics.decide({0: 200.0, 1: 260.0}, {0: 241.0, 1: 300.0, 2: 386.0})
     assert (d.A, d.lo, d.hi, d.learns, d.within_range) == (230.0, 241.0, 386.0, False, False)
-    d = compare.decide({0: 400.0}, {0: 241.0, 1: 386.0})
+    d = statistics.decide({0: 400.0}, {0: 241.0, 1: 386.0})
     assert d.learns and not d.within_range
-    d = compare.decide({0: 300.0}, None)
+    d = statistics.decide({0: 300.0}, None)
     assert (d.lo, d.hi) == (241.0, 386.0) and d.learns and d.within_range
 
 
@@ -203,7 +204,7 @@ def test_decision_rule():
 
 def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
     run = make_run(tmp_path / "run")
-    assert compare.compare_main(run, None, None, None) == 0
+    assert compare_main(run, None, None, None) == 0
     out = tmp_path / "run"
     for name in ("compare.md", "summary.json", "curves.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0
@@ -232,9 +233,9 @@ def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
 @pytest.mark.parametrize("env, passes", [
     ("CartPole-v1", True), ("gym_CartPole-v1", True), ("Acrobot-v1", False)])
 def test_protocol_env_either_path(tmp_path, env, passes):
-    """The protocol runs on gymnax's CartPole (compiled) or Gymnasium's (host, issue 16)."""
+    """The protocol runs on gymnax's CartPole (compiled) or Gymnasium's (host)."""
     run = make_run(tmp_path / "run", run=RunConfig(env=env))
-    assert compare.compare_main(run, None, None, None) == (0 if passes else 1)
+    assert compare_main(run, None, None, None) == (0 if passes else 1)
     summ = read_summary(tmp_path / "run")
     assert ("protocol config (config.json, section 1)" in failed_checks(summ)) is not passes
     if passes:
@@ -244,7 +245,7 @@ def test_protocol_env_either_path(tmp_path, env, passes):
 
 def test_report_names_the_runs_two_hot_summation(tmp_path):
     run = make_run(tmp_path / "run", twohot_mean="pairsum")
-    assert compare.compare_main(run, None, None, None) == 0
+    assert compare_main(run, None, None, None) == 0
     md = (tmp_path / "run" / "compare.md").read_text()
     assert "two-hot expectation: pairsum (the reference's order; D1)" in md
     assert "used --twohot-mean pairsum" in md
@@ -255,7 +256,7 @@ def test_reference_per_seed_layout(tmp_path):
     run = make_run(tmp_path / "run")
     ref = make_reference_per_seed(tmp_path / "ref")
     out = tmp_path / "report"
-    assert compare.compare_main(run, ref, str(out), (0, 1, 2)) == 0
+    assert compare_main(run, ref, str(out), (0, 1, 2)) == 0
     summ = read_summary(out)
     assert summ["reference_S1"] == pytest.approx({"0": 250.0, "1": 300.0, "2": 350.0})
     assert (summ["lo"], summ["hi"]) == pytest.approx((250.0, 350.0))
@@ -264,8 +265,8 @@ def test_reference_per_seed_layout(tmp_path):
     md = (out / "compare.md").read_text()
     assert "### reference" in md
     # The native train_raw names are used, not the Ajax-named `train` copy.
-    ref_rs = compare.load_record_set(ref)
-    windows = compare.window_table(ref_rs, (0, 1, 2))
+    ref_rs = inputs.load_record_set(ref)
+    windows = statistics.window_table(ref_rs, (0, 1, 2))
     assert windows[4000]["vector_loss"].mean == pytest.approx(1 / 2 + 0.01)  # seeds 0-2
     assert not (tmp_path / "run" / "compare.md").exists()  # --out respected
 
@@ -285,12 +286,12 @@ def test_reference_single_file_layout_and_ajax_names(tmp_path):
             recs.append(r)
     write_jsonl(ref / "ajax_records.jsonl", recs)
     out = tmp_path / "report"
-    assert compare.compare_main(run, str(ref), str(out), None) == 0
+    assert compare_main(run, str(ref), str(out), None) == 0
     summ = read_summary(out)
     assert summ["reference_S1"] == pytest.approx({"0": 250.0, "1": 310.0, "2": 370.0})
     assert summ["reference_S2_final"] == pytest.approx({"0": 30.0, "1": 31.0, "2": 32.0})
     assert "### reference (ajax)" in (out / "compare.md").read_text()
-    w = compare.window_table(compare.load_record_set(ref), (0, 1, 2))[4000]
+    w = statistics.window_table(inputs.load_record_set(ref), (0, 1, 2))[4000]
     assert w["vector_loss"].mean == pytest.approx(0.7)
     assert w["replay_critic_loss"].mean == pytest.approx(3.0)
     assert w["cont_loss"].n_bad == 3 and "n_updates" not in w
@@ -303,11 +304,58 @@ def test_reference_single_file_with_episodes(tmp_path):
     recs = [record(s, k, side="ref") for s in (0, 1) for k in range(1, 11)]
     write_jsonl(ref / "records.jsonl", recs)
     write_jsonl(ref / "episodes.jsonl", episodes_for(0) + episodes_for(1))
-    assert compare.compare_main(run, str(ref), str(tmp_path / "o"), None) == 0
+    assert compare_main(run, str(ref), str(tmp_path / "o"), None) == 0
     summ = read_summary(tmp_path / "o")
     assert summ["reference_seeds"] == [0, 1]
     assert (summ["lo"], summ["hi"]) == (180.0, 190.0)
     assert summ["LEARNS"] is True and summ["WITHIN_RANGE"] is True  # A = hi = 190
+
+
+def strip_protocol_fields(run) -> None:
+    """A plain run's records: those of make_run less side, s2_logged and train_raw."""
+    recs = inputs.read_jsonl(run / "records.jsonl")
+    write_jsonl(run / "records.jsonl", [{k: v for k, v in r.items()
+                                         if k not in inputs.PROTOCOL_FIELDS} for r in recs])
+
+
+def test_plain_run_without_protocol_fields(tmp_path, capsys):
+    """A run trained without --protocol: its records are read as ours, S2 comes from
+    episodes.jsonl, and the statistics equal those of the same run with the fields."""
+    make_run(tmp_path / "with")
+    assert compare_main(str(tmp_path / "with"), None, None, None) == 0
+    run = tmp_path / "plain"
+    make_run(run)
+    strip_protocol_fields(run)
+    assert all("side" not in r for r in inputs.read_jsonl(run / "records.jsonl"))
+    assert compare_main(str(run), None, None, None) == 0
+    plain, full = read_summary(run), read_summary(tmp_path / "with")
+    for key in ("A", "S1", "S2_final", "curves", "LEARNS", "WITHIN_RANGE"):
+        assert plain[key] == full[key], key
+    assert plain["S2_final"] == pytest.approx({"0": 28.125, "1": 28.125, "2": 28.125})
+    status = {c["name"]: c["status"] for c in plain["checks"]}
+    assert status["ours: s2_logged = S2 from episodes.jsonl"] == "skip"  # nothing logged
+    assert status["ours: protocol fields (side, s2_logged, train_raw)"] == "skip"
+    assert not any("protocol fields" in c["name"] for c in full["checks"])
+    md = (run / "compare.md").read_text()
+    assert "side dreamerjax" in md and "30 records of a plain run" in md
+    assert "| vector_loss |" in md  # train metrics under the names logged
+    assert "A = 190.0" in capsys.readouterr().out
+
+
+def test_plain_run_without_episodes_fails_and_half_fields_fail_the_schema(tmp_path):
+    run = tmp_path / "plain"
+    make_run(run)
+    strip_protocol_fields(run)
+    (run / "episodes.jsonl").unlink()  # S2 has nowhere to come from
+    assert compare_main(str(run), None, None, None) == 1
+    assert "ours: episode log consistency" in failed_checks(read_summary(run))
+    # A record with some protocol fields but not all is not a plain run's: the schema names it.
+    make_run(run)
+    recs = inputs.read_jsonl(run / "records.jsonl")
+    del recs[0]["side"]
+    write_jsonl(run / "records.jsonl", recs)
+    assert compare_main(str(run), None, None, None) == 1
+    assert "ours: record schema (5.1)" in failed_checks(read_summary(run))
 
 
 @pytest.mark.parametrize("breakage, check", [
@@ -323,8 +371,8 @@ def test_reference_single_file_with_episodes(tmp_path):
 def test_broken_inputs_fail(tmp_path, breakage, check, capsys):
     run = tmp_path / "run"
     make_run(run, run=RunConfig(steps=18000) if breakage == "config_steps" else None)
-    recs = compare.read_jsonl(run / "records.jsonl")
-    eps = compare.read_jsonl(run / "episodes.jsonl")
+    recs = inputs.read_jsonl(run / "records.jsonl")
+    eps = inputs.read_jsonl(run / "episodes.jsonl")
     if breakage == "wrong_updates":
         recs[5]["updates"] += 1
     elif breakage == "missing_record":
@@ -342,7 +390,7 @@ def test_broken_inputs_fail(tmp_path, breakage, check, capsys):
         eps[1]["terminal"] = False  # ... but a 30-step one cannot end untruncated
     write_jsonl(run / "records.jsonl", recs)
     write_jsonl(run / "episodes.jsonl", eps)
-    assert compare.compare_main(str(run), None, None, None) == 1
+    assert compare_main(str(run), None, None, None) == 1
     summ = read_summary(run)
     assert any(name.startswith(check) for name in failed_checks(summ)), summ["checks"]
     assert summ["A"] is None
@@ -353,21 +401,21 @@ def test_broken_inputs_fail(tmp_path, breakage, check, capsys):
 def test_reference_check_failure_and_missing_seed(tmp_path):
     run = make_run(tmp_path / "run")
     ref = make_reference_per_seed(tmp_path / "ref")
-    recs = compare.read_jsonl(tmp_path / "ref" / "ref_s1" / "records.jsonl")
+    recs = inputs.read_jsonl(tmp_path / "ref" / "ref_s1" / "records.jsonl")
     recs[-1]["updates"] = 9480
     write_jsonl(tmp_path / "ref" / "ref_s1" / "records.jsonl", recs)
     out = tmp_path / "o"
-    assert compare.compare_main(run, ref, str(out), None) == 1
+    assert compare_main(run, ref, str(out), None) == 1
     assert "reference: updates" in " ".join(failed_checks(read_summary(out)))
     # Requesting a seed one side lacks fails too.
-    assert compare.compare_main(run, None, str(out), (0, 3)) == 1
+    assert compare_main(run, None, str(out), (0, 3)) == 1
     assert "ours: requested seeds present" in failed_checks(read_summary(out))
 
 
 def test_unreadable_input_returns_2(tmp_path):
-    assert compare.compare_main(str(tmp_path / "nothing"), None, None, None) == 2
+    assert compare_main(str(tmp_path / "nothing"), None, None, None) == 2
     run = make_run(tmp_path / "run")
-    assert compare.compare_main(run, str(tmp_path / "nothing"), None, None) == 2
+    assert compare_main(run, str(tmp_path / "nothing"), None, None) == 2
 
 
 def test_smoke_mode_uses_last_three_log_points(tmp_path):
@@ -386,14 +434,14 @@ def test_smoke_mode_uses_last_three_log_points(tmp_path):
              "wall_s": 1.0} for n, u in updates.items()]
     write_jsonl(run / "records.jsonl", recs)
     write_jsonl(run / "episodes.jsonl", eps)
-    assert compare.compare_main(str(run), None, None, None, smoke=True) == 0
+    assert compare_main(str(run), None, None, None, smoke=True) == 0
     summ = read_summary(run)
     assert summ["S1"] == {"0": (12 + 16 + 20) / 3}  # eval at 24, 32, 40 rows
     # Row 19 is counted from N = 38 on: at 40 rows both workers average (9 + 9) / 2.
     assert summ["S2_final"] == {"0": 9.0}
     assert summ["mode"] == "smoke"
     # Full mode rejects the same run (not the protocol's config).
-    assert compare.compare_main(str(run), None, None, None, smoke=False) == 1
+    assert compare_main(str(run), None, None, None, smoke=False) == 1
 
 
 # --- the committed protocol runs ------------------------------------------------------------
@@ -408,7 +456,7 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     src = RESULTS / name
     for f in ("records.jsonl", "episodes.jsonl", "config.json"):
         shutil.copy(src / f, tmp_path / f)
-    assert compare.compare_main(str(tmp_path), None, None, None) == 0
+    assert compare_main(str(tmp_path), None, None, None) == 0
     fresh, committed = read_summary(tmp_path), read_summary(src)
     assert not failed_checks(fresh)
     assert fresh["mode"] == "full" and fresh["seeds"] == [0, 1, 2]
@@ -422,7 +470,7 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
 
 
 def _tracker():
-    t = compare.EpisodeTracker()
+    t = EpisodeTracker()
     # env 0: episodes ending on rows 3, 7, 10 (scores 3, 4, 3)
     for row, score in ((3, 3.0), (7, 4.0), (10, 3.0)):
         t.add(0, 0, row, int(score), score, True)
@@ -451,7 +499,7 @@ def test_s2_hand_worked_boundary():
 
 
 def test_s2_window_of_last_ten_and_seeds_apart():
-    t = compare.EpisodeTracker()
+    t = EpisodeTracker()
     for k in range(12):  # scores 0..11 ending on rows 2, 4, ..., 24
         t.add(7, 0, 2 * (k + 1), 2, float(k), True)
     t.add(8, 0, 2, 2, 100.0, True)
@@ -466,7 +514,7 @@ def test_s2_window_of_last_ten_and_seeds_apart():
 def test_s2_matches_compare_recomputation():
 
     rng = np.random.default_rng(0)
-    t, eps = compare.EpisodeTracker(), []
+    t, eps = EpisodeTracker(), []
     for w in range(4):
         row = 0
         for _ in range(30):
@@ -477,7 +525,7 @@ def test_s2_matches_compare_recomputation():
     eps.sort(key=lambda e: e["row_last"])
     t.add_rows(eps)
     for n in range(4, 4 * 900, 4 * 37):
-        a, b = t.s2(0, n, 4), compare.s2_at(eps, 4, n)
+        a, b = t.s2(0, n, 4), statistics.s2_at(eps, 4, n)
         assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
 
 
@@ -486,7 +534,7 @@ def test_tracker_order_checked_and_serialisable():
     with pytest.raises(ValueError, match="completion order"):
         t.add(0, 0, 10, 1, 1.0, True)
     blob = json.loads(json.dumps(t.to_dict()))
-    u = compare.EpisodeTracker.from_dict(blob)
+    u = EpisodeTracker.from_dict(blob)
     assert u.s2(0, 20, 2) == t.s2(0, 20, 2)
     assert u.seeds() == [0]
     # prune keeps what any later query needs

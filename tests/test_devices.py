@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent("""
     from dreamerjax.config.defaults import make_config
     from dreamerjax.run import driver, loop as train
     from dreamerjax.run import setup as setup_lib
-    from dreamerjax.tools.compare import ProtocolFields
+    from dreamerjax.tools.protocol.fields import ProtocolFields
 
     out = sys.argv[1]
     specs = lambda tree: sorted({json.dumps(list(x.sharding.spec)) for x in jax.tree.leaves(tree)})

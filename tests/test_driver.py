@@ -11,7 +11,7 @@ import pytest
 from dreamerjax.config.defaults import make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.setup import make_setup
-from dreamerjax.tools.compare import ProtocolFields
+from dreamerjax.tools.protocol.fields import ProtocolFields
 
 
 def _cfg(steps=1600, **kw):

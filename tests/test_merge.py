@@ -97,7 +97,7 @@ def test_cli_merges_and_names_bad_input_in_one_line(tmp_path, capsys):
 def test_compare_on_the_protocol_run_split_by_seed_and_merged(tmp_path):
     """The committed CartPole protocol run, one run per seed, merged: compare passes its
     input checks and writes the same summary.json (A, S1 and S2 per seed)."""
-    from dreamerjax.tools.compare import compare_main
+    from dreamerjax.tools.protocol import compare_main
 
     protocol = ROOT / "results" / "cartpole_protocol"
     runs = [_split(protocol, tmp_path / f"s{s}", (s,)) for s in (0, 1, 2)]

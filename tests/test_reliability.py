@@ -1,4 +1,4 @@
-"""Nothing lost, whatever happens (issue 18): `dreamerjax train` killed at seeded random
+"""Nothing lost, whatever happens: `dreamerjax train` killed at seeded random
 moments and resumed, stopped by SIGINT / SIGTERM, a second writer, a damaged checkpoint,
 a full disk and a non-finite loss, all in one story of a tiny 1,200-row run (updates
 0 / 0 / 81 at its three log points), compared at the end with the same run left whole.

@@ -1,4 +1,4 @@
-"""Garbage in (issue 18): every `dreamerjax train` flag fed wrong types, negative, zero,
+"""Garbage in: every `dreamerjax train` flag fed wrong types, negative, zero,
 huge, NaN and empty values, and missing or unreadable files for --resume / --config.
 Every case exits non-zero with one line naming the flag, no traceback, before the driver
 (and with it any compile) is imported, and writes nothing."""

@@ -1,4 +1,4 @@
-"""Memory before allocating (issue 18): the replay's bytes equal the replay the state
+"""Memory before allocating: the replay's bytes equal the replay the state
 holds, and a run whose replay cannot fit is refused before anything compiles, with the
 figure and the machine's free memory."""
 

@@ -211,7 +211,7 @@ class RunConfig:
     # "auto": "map" on a CPU backend, "vmap" otherwise. One device only for "map".
     seed_loop: str = "auto"
     # run.protocol (ours): every record carries the CartPole protocol's fields (side,
-    # s2_logged, train_raw; tools/compare.py ProtocolFields), as the pre-registered
+    # s2_logged, train_raw; tools/protocol/fields.py), as the pre-registered
     # protocol's record format asks; `dreamerjax train --protocol`. Off: a plain run writes
     # none of them, and `dreamerjax compare` derives what it needs from the run's files.
     protocol: bool = False

@@ -815,6 +815,14 @@ _UNIT_INTERVAL = ("dyn.rssm.unimix", "actor.unimix", "return_lambda", "return_la
 def validate(config: Config) -> None:
     """Raise ConfigError (one line, naming the key) for a config that cannot run."""
     flat = to_dotted(config)
+    _check_ranges(flat)
+    _check_model_and_batch(flat, config)
+    _check_env_sections(flat)
+    _check_choices(flat)
+
+
+def _check_ranges(flat: dict[str, Any]) -> None:
+    """Signs, unit intervals, finite numbers, non-empty strings, bin counts."""
     for key in _POSITIVE:
         if flat[key] <= 0:
             raise ConfigError(f"{key}: must be positive, got {flat[key]}")
@@ -835,6 +843,11 @@ def validate(config: Config) -> None:
     for key in ("rewhead.bins", "critic.bins"):
         if flat[key] < 2:
             raise ConfigError(f"{key}: needs at least 2 bins, got {flat[key]}")
+
+
+def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
+    """The block GRU's split, the replay context, the batch length against the replay,
+    the CNN multipliers."""
     deter, blocks = flat["dyn.rssm.deter"], flat["dyn.rssm.blocks"]
     if deter % blocks:
         raise ConfigError(f"dyn.rssm.deter: {deter} is not divisible by dyn.rssm.blocks "
@@ -855,6 +868,10 @@ def validate(config: Config) -> None:
     for key in ("enc.simple.mults", "dec.simple.mults"):
         if any(m <= 0 for m in flat[key]):
             raise ConfigError(f"{key}: needs positive multipliers, got {list(flat[key])}")
+
+
+def _check_env_sections(flat: dict[str, Any]) -> None:
+    """The suites' image sizes and action repeats, the encoder/decoder space regexes."""
     for suite in ("atari", "atari100k", "crafter", "dmc", "craftax"):
         key = f"env.{suite}.size"
         if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
@@ -869,6 +886,10 @@ def validate(config: Config) -> None:
             re.compile(flat[key])
         except re.error as e:
             raise ConfigError(f"{key}: {flat[key]!r} is not a valid regex: {e}") from None
+
+
+def _check_choices(flat: dict[str, Any]) -> None:
+    """Keys that name one of a fixed set: compute dtype, seed loop, two-hot mean."""
     dtype = flat["jax.compute_dtype"]
     if dtype in REFUSED_COMPUTE_DTYPES:
         raise ConfigError(f"jax.compute_dtype: {dtype!r} is not supported: "

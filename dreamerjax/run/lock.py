@@ -72,10 +72,7 @@ def check(run_dir: str | os.PathLike, flag: str = "--resume") -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            owner = read_owner(run_dir) or {}
-            raise RunLocked(
-                f"{flag} {run_dir}: the run is being written by {_owner_text(owner)}; one "
-                "writer per run directory (wait for it, or stop it first)") from None
+            raise _locked_by_other(run_dir, run_dir, flag) from None
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
@@ -92,34 +89,49 @@ def acquire(run_dir: str | os.PathLike, flag: str = "--resume", warn=None) -> No
         return
     os.makedirs(key, exist_ok=True)
     path = os.path.join(key, LOCK_FILE)
+    fd = _lock_file(key, path, run_dir, flag)
+    _held[key] = (_write_owner(key, path, fd, run_dir, flag, warn), 1)
+
+
+def _locked_by_other(key, run_dir, flag: str) -> RunLocked:
+    """The error for a run whose lock a live process holds (its owner record named)."""
+    owner = read_owner(key) or {}
+    return RunLocked(
+        f"{flag} {run_dir}: the run is being written by {_owner_text(owner)}; one "
+        "writer per run directory (wait for it, or stop it first)")
+
+
+def _lock_file(key: str, path: str, run_dir, flag: str) -> int | None:
+    """An exclusive flock on the lock file: its fd, or None where the file system has no
+    flock (the owner record decides then); RunLocked when another process holds it."""
     for _ in range(10):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            owner = read_owner(key) or {}
-            raise RunLocked(
-                f"{flag} {run_dir}: the run is being written by {_owner_text(owner)}; one "
-                "writer per run directory (wait for it, or stop it first)") from None
+            raise _locked_by_other(key, run_dir, flag) from None
         except OSError as e:
             os.close(fd)
             if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
                 raise
-            fd = None  # no flock on this file system: fall back on the owner record
-        if fd is not None:
-            # The holder may have removed the file between our open and flock: retry on
-            # the new file then, or two processes would hold locks on different inodes.
-            try:
-                same = os.fstat(fd).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:
-                os.close(fd)
-                continue
-        break
-    else:  # pragma: no cover - a lock file replaced ten times in a row
-        raise RunLocked(f"{flag} {run_dir}: cannot take {path}: it keeps being replaced")
+            return None  # no flock on this file system: fall back on the owner record
+        # The holder may have removed the file between our open and flock: retry on
+        # the new file then, or two processes would hold locks on different inodes.
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+    # A lock file replaced ten times in a row.
+    raise RunLocked(f"{flag} {run_dir}: cannot take {path}: it keeps being replaced")
+
+
+def _write_owner(key: str, path: str, fd: int | None, run_dir, flag: str, warn) -> int:
+    """Record this process as the owner (taking over a stale owner with a warning); the
+    fd to hold, -1 where the file system has no flock."""
     owner = read_owner(key)
     me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
           "argv": sys.argv}
@@ -138,11 +150,10 @@ def acquire(run_dir: str | os.PathLike, flag: str = "--resume", warn=None) -> No
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-        fd = -1
-    else:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
-    _held[key] = (fd, 1)
+        return -1
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    return fd
 
 
 def release(run_dir: str | os.PathLike) -> None:

@@ -181,8 +181,8 @@ def record_row(
     means are eval_mean / eval_len_mean. train_means: window means by metric name
     (metric_window.result; the reference's names). retnorm: {"lo", "hi", "scale"} or
     None. train_return: the mean score of the training episodes that ended in this log
-    interval (None if none did). Callbacks may add fields (compare.ProtocolFields adds
-    the protocol's side, s2_logged and train_raw).
+    interval (None if none did). Callbacks may add fields (tools/protocol/fields.py's
+    ProtocolFields adds the protocol's side, s2_logged and train_raw).
     """
     returns = None if eval_returns is None else [_float_or_none(r) for r in eval_returns]
     lengths = None if eval_lengths is None else [_count_or_none(n) for n in eval_lengths]

@@ -31,7 +31,10 @@ tick). For a gym_ id whose task is also a gymnax id (gym_CartPole-v1) the compil
 of that id is timed in the same process, its chunks alternated with the host run's, so
 that both see the same load.
 
-Nothing here asserts a speed; the figures go to stdout (table or --json) and results/bench.
+Nothing here asserts a speed. The figures go to stdout (a table, or one JSON object with
+--json) and, only with --out, to the file or folder named there: a .json file gets the
+result; a folder gets bench_<backend>_<date>.json (env_<id>_<date>.json with --env) and,
+for the update bench, README.md, the table of every bench_*.json in that folder.
 """
 
 from __future__ import annotations
@@ -55,17 +58,6 @@ ENV = "CartPole-v1"
 SIZE = "1m"
 REPORT_DIMS = 1345  # Craftax-Symbolic's observation width (the report bench)
 MATMUL_N = 2048
-DEFAULT_OUT = "results/bench"
-
-# Issue 5's anchors: the reference (danijar/dreamerv3 @29eb964) on a 2-core AVX2 machine,
-# 1m CartPole configuration of the protocol, and the targets set for dreamerjax.
-REFERENCE = {
-    "seconds_per_update": 1.9, "p10": 1.7, "p90": 2.2,
-    "compile_cold_s": (360, 450), "compile_warm_s": 24, "peak_rss_gib": (1.1, 1.3),
-    "flops_per_update": 30e9,
-}
-TARGETS = {"seconds_per_update_per_seed": 0.45, "aim": 0.25, "compile_cold_s": 60,
-           "efficiency": 0.40}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +68,7 @@ class Options:
     warmup: int = 3
     ticks: int = 100  # ticks of rows in the replay before timing (1,600 rows >= 1,040)
     tiny: bool = False
-    out: str | None = None  # None: results/bench for the 1m config, nothing for --tiny
+    out: str | None = None  # a .json file or a folder; None: stdout only
     env: str | None = None  # a whole run of this env id instead of the update alone
     compiled: str | None = None  # --env: the compiled env to compare with ("" for none)
     stretch: int = 5  # --env: ticks per timed chunk
@@ -330,6 +322,49 @@ def machine() -> dict:
 # ----------------------------------------------------------------------------- driver
 
 
+def _time_ticks(fill, states, rows_per_call: int, reps: int = 3):
+    """(states, rows per second of the acting program `fill`): median of `reps` calls."""
+    import jax
+    secs = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        states = jax.block_until_ready(fill(states))
+        secs.append(time.perf_counter() - t)
+    return states, rows_per_call / float(np.median(secs))
+
+
+def _time_seed_counts(setup, counts: list[int], opts: Options) -> dict:
+    """Per seed count: its update timed on a filled replay; for the first count also the
+    acting program's rows per second and XLA's cost analysis of its update."""
+    import jax
+    out = {"per_seed": {}, "rss": {}}
+    for n in counts:
+        compiled, _ = compile_update(setup, n)
+        fill = ticks_program(setup, opts.ticks)
+        states = jax.block_until_ready(fill(init_states(setup, n)))
+        if n == counts[0]:
+            out["compiled_xla"] = _cost(compiled)
+            states, out["rows_per_s"] = _time_ticks(
+                fill, states, opts.ticks * setup.run.num_envs * n)
+            out["rows_seeds"] = n
+        states, secs = time_updates(compiled, states, opts.warmup, opts.updates)
+        if (np.asarray(states.bad_update) >= 0).any():
+            raise FloatingPointError(f"non-finite loss during the {n}-seed bench")
+        out["per_seed"][str(n)] = _stats(np.asarray(secs) / n)
+        out["rss"][str(n)] = _rss_mib()  # cumulative: the process's peak so far
+        del states
+    return out
+
+
+def _config_of(setup, opts: Options) -> dict:
+    return {"env": ENV, "size": "tiny" if opts.tiny else opts.size,
+            "batch_size": setup.run.batch_size, "batch_length": setup.run.batch_length,
+            "imag_length": setup.config.agent.imag_length,
+            "num_envs": setup.run.num_envs, "updates": opts.updates,
+            "compute_dtype": setup.config.agent.compute_dtype, "set": list(opts.set),
+            "warmup": opts.warmup, "replay_rows": opts.ticks * setup.run.num_envs}
+
+
 def run_bench(opts: Options) -> dict:
     """Every figure of one bench run (see the module docstring)."""
     counts = list(dict.fromkeys(opts.seeds))
@@ -340,54 +375,24 @@ def run_bench(opts: Options) -> dict:
     warm = _run_worker(cache, opts.tiny, counts, opts.set, opts.size)
     use_cache(cache)  # so this process reuses the programs compiled above
 
-    import jax
     setup = make_setup(opts.tiny, opts.set, opts.size)
     info = machine()
-    per_seed, compiled_xla, rss = {}, None, {}
-    rows_per_s = None
-    for n in counts:
-        compiled, _ = compile_update(setup, n)
-        if n == counts[0]:
-            compiled_xla = _cost(compiled)
-        fill = ticks_program(setup, opts.ticks)
-        states = jax.block_until_ready(fill(init_states(setup, n)))
-        if n == counts[0]:
-            secs = []
-            for _ in range(3):
-                t = time.perf_counter()
-                states = jax.block_until_ready(fill(states))
-                secs.append(time.perf_counter() - t)
-            rows_per_s = opts.ticks * setup.run.num_envs * n / float(np.median(secs))
-            rows_seeds = n
-        states, secs = time_updates(compiled, states, opts.warmup, opts.updates)
-        bad = np.asarray(states.bad_update)
-        if (bad >= 0).any():
-            raise FloatingPointError(f"non-finite loss during the {n}-seed bench")
-        per_seed[str(n)] = _stats(np.asarray(secs) / n)
-        rss[str(n)] = _rss_mib()  # cumulative: the process's peak so far
-        del states
-
+    timed = _time_seed_counts(setup, counts, opts)
     # FLOPs of one seed's update (the programs are vmapped, so n seeds do n times this).
-    flops_xla = float(compiled_xla["flops"]) / counts[0]
+    flops_xla = float(timed["compiled_xla"]["flops"]) / counts[0]
     flops = unrolled_flops(setup)
     peak = matmul_peak()
     report_s, report_bytes = report_seconds()
-    first = per_seed[str(counts[0])]["median"]
-    achieved = flops / first
+    achieved = flops / timed["per_seed"][str(counts[0])]["median"]
     return {
-        "config": {"env": ENV, "size": "tiny" if opts.tiny else opts.size,
-                   "batch_size": setup.run.batch_size, "batch_length": setup.run.batch_length,
-                   "imag_length": setup.config.agent.imag_length,
-                   "num_envs": setup.run.num_envs, "updates": opts.updates,
-                   "compute_dtype": setup.config.agent.compute_dtype, "set": list(opts.set),
-                   "warmup": opts.warmup, "replay_rows": opts.ticks * setup.run.num_envs},
+        "config": _config_of(setup, opts),
         "machine": info,
-        "seconds_per_update_per_seed": per_seed,
+        "seconds_per_update_per_seed": timed["per_seed"],
         "compile_seconds_cold": cold[str(counts[0])]["total"],
         "compile_seconds_warm": warm[str(counts[0])]["total"],
         "compile_by_seeds": {"cold": _strip(cold), "warm": _strip(warm)},
-        "rows_per_s_no_update": rows_per_s,
-        "rows_per_s_seeds": rows_seeds,
+        "rows_per_s_no_update": timed["rows_per_s"],
+        "rows_per_s_seeds": timed["rows_seeds"],
         "flops_per_update_xla": flops_xla,
         "flops_per_update": flops,
         "flops_analytic": analytic_flops(setup),
@@ -396,7 +401,7 @@ def run_bench(opts: Options) -> dict:
         "achieved_flops_per_s": achieved,
         "efficiency": achieved / peak,
         "peak_rss_mib": _rss_mib(),
-        "peak_rss_mib_after_seeds": rss,
+        "peak_rss_mib_after_seeds": timed["rss"],
         "compile_peak_rss_mib": warm["children_peak_rss_mib"],
         "report_seconds_wide": report_s,
         "report_bytes_wide": report_bytes,
@@ -490,28 +495,6 @@ def table_rows(r: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def _reference_column(r: dict) -> list[str]:
-    ref = REFERENCE
-    out = []
-    for n in r["seconds_per_update_per_seed"]:
-        out.append(f"{ref['seconds_per_update']} (p10 {ref['p10']}, p90 {ref['p90']})"
-                   if n == "1" else "")
-    lo, hi = ref["compile_cold_s"]
-    glo, ghi = ref["peak_rss_gib"]
-    out += [f"{lo}-{hi}", f"{ref['compile_warm_s']}", "", "~30 G (issue 5)", "", "", "", ""]
-    rss = f"{glo * 1024:,.0f}-{ghi * 1024:,.0f} (1 seed)"
-    out += [rss, ""] if r.get("peak_rss_mib_after_seeds") else [rss]
-    return out + [""] * (len(table_rows(r)) - len(out))
-
-
-def _target_column(r: dict) -> list[str]:
-    t = TARGETS
-    out = [f"<= {t['seconds_per_update_per_seed']} (aim {t['aim']})"
-           for _ in r["seconds_per_update_per_seed"]]
-    out += [f"< {t['compile_cold_s']}", "", "", "", "", "", "", f">= {100 * t['efficiency']:.0f} %"]
-    return out + [""] * (len(table_rows(r)) - len(out))
-
-
 def format_table(r: dict) -> str:
     rows = table_rows(r)
     w = max(len(k) for k, _ in rows)
@@ -524,10 +507,11 @@ def format_table(r: dict) -> str:
 
 
 def markdown(results: list[dict]) -> str:
-    """results/bench/README.md: machines, one column per result, the reference and targets."""
+    """The README.md of an --out folder: its machines, one column per bench_*.json."""
     lines = ["# dreamerjax bench", "",
-             "Generated by `dreamerjax bench` (dreamerjax/bench.py; docs/performance.md says "
-             "what each figure means). One column per `bench_*.json` in this folder.", ""]
+             "Generated by `dreamerjax bench --out DIR` (dreamerjax/tools/bench.py; "
+             "docs/performance.md says what each figure means and how it was taken). One "
+             "column per `bench_*.json` in this folder.", ""]
     for i, r in enumerate(results):
         m = r["machine"]
         lines.append(
@@ -537,39 +521,48 @@ def markdown(results: list[dict]) -> str:
             f"{r['config']['updates']} timed updates after {r['config']['warmup']}; "
             f"command `{r['command']}`")
     lines.append("")
-    head = ["figure", *(f"dreamerjax [{i + 1}]" for i in range(len(results))),
-            "reference @29eb964 (issue 5)", "target (issue 5)"]
+    head = ["figure", *(f"dreamerjax [{i + 1}]" for i in range(len(results)))]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    base = results[-1]
-    labels = [k for k, _ in table_rows(base)]
+    labels = [k for k, _ in table_rows(results[-1])]
     cols = [dict(table_rows(r)) for r in results]
-    ref, tgt = _reference_column(base), _target_column(base)
-    for j, label in enumerate(labels):
-        vals = [c.get(label, "") for c in cols]
-        lines.append("| " + " | ".join([label, *vals, ref[j], tgt[j]]) + " |")
-    lines += ["", "The reference column is issue 5's measurement, on another machine and day: no "
-              "column here is divided by it. Figures of different machines or days never share "
-              "a ratio; the reference, Ajax and dreamerjax measured side by side in one run are "
-              "in side_by_side_*.json (benchmarks/side_by_side/run.py, table.py). Across "
-              "machines compare the efficiency row."]
+    for label in labels:
+        lines.append("| " + " | ".join([label, *(c.get(label, "") for c in cols)]) + " |")
+    lines += ["", "Figures of different machines or days never share a ratio. The reference "
+              "and Ajax measured side by side with dreamerjax, in one run, are in "
+              "side_by_side_*.json (benchmarks/side_by_side/run.py, table.py; "
+              "docs/performance.md). Across machines compare the efficiency row."]
     return "\n".join(lines) + "\n"
 
 
-def write_results(result: dict, out: str) -> str:
-    os.makedirs(out, exist_ok=True)
-    day = result["date"][:10].replace("-", "")
-    path = os.path.join(out, f"bench_{result['machine']['backend']}_{day}.json")
+def _write_json(result: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=2, sort_keys=True)
         f.write("\n")
+
+
+def out_path(out: str, name: str) -> str:
+    """Where --out puts a result: `out` itself when it names a .json file, else the file
+    `name` (dated, e.g. bench_cpu_20261130.json) in the folder `out`."""
+    return out if out.endswith(".json") else os.path.join(out, name)
+
+
+def write_results(result: dict, out: str) -> list[str]:
+    """The update bench's result at --out (module docstring); the paths written."""
+    day = result["date"][:10].replace("-", "")
+    path = out_path(out, f"bench_{result['machine']['backend']}_{day}.json")
+    _write_json(result, path)
+    if path == out:
+        return [path]
     results = []
     for p in sorted(glob.glob(os.path.join(out, "bench_*.json"))):
         with open(p) as f:
             results.append(json.load(f))
     results.sort(key=lambda r: r["date"])
-    with open(os.path.join(out, "README.md"), "w") as f:
+    readme = os.path.join(out, "README.md")
+    with open(readme, "w") as f:
         f.write(markdown(results))
-    return path
+    return [path, readme]
 
 
 def main(args) -> int:
@@ -578,23 +571,18 @@ def main(args) -> int:
     if opts.env is not None:
         return env_main(opts)
     result = run_bench(opts)
-    # results/bench holds the protocol's configuration: --tiny, --size or --set write only
-    # to --out.
-    default = None if opts.tiny or opts.set or opts.size != SIZE else DEFAULT_OUT
-    out = opts.out if opts.out is not None else default
-    path = write_results(result, out) if out else None
-    written = path and f"{path} and {os.path.join(out, 'README.md')}"
+    written = write_results(result, opts.out) if opts.out else []
     return _print_result(result, opts.json, format_table, written)
 
 
-def _print_result(result: dict, as_json: bool, table, written: str | None) -> int:
+def _print_result(result: dict, as_json: bool, table, written: list[str]) -> int:
     """One JSON object, or the table and where the figures were written."""
     if as_json:
         print(json.dumps(result, sort_keys=True))
     else:
         print(table(result))
         if written:
-            print(f"written: {written}")
+            print(f"written: {' and '.join(written)}")
     return 0
 
 
@@ -791,18 +779,13 @@ def format_env_table(r: dict) -> str:
 
 def env_main(opts: Options) -> int:
     result = run_env_bench(opts)
-    path = None
+    written = []
     if opts.out:  # a .json file, or a folder for env_<id>_<date>.json
-        path = opts.out
-        if not path.endswith(".json"):
-            day = result["date"][:10].replace("-", "")
-            name = opts.env.replace(":", "_").replace("/", "_")
-            path = os.path.join(path, f"env_{name}_{day}.json")
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(result, f, indent=2, sort_keys=True)
-            f.write("\n")
-    return _print_result(result, opts.json, format_env_table, path)
+        day = result["date"][:10].replace("-", "")
+        name = opts.env.replace(":", "_").replace("/", "_")
+        written = [out_path(opts.out, f"env_{name}_{day}.json")]
+        _write_json(result, written[0])
+    return _print_result(result, opts.json, format_env_table, written)
 
 
 if __name__ == "__main__":

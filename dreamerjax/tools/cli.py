@@ -158,51 +158,8 @@ class TrainArgs:
         """Raise ArgumentError on input that cannot run. Returns the arguments with env and
         size resolved to their defaults for a new run (left None with --resume, where the
         checkpoint's apply)."""
-        if self.resume is None and self.out is None:
-            raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
-        if self.resume is not None:
-            if self.out is not None and Path(self.out).absolute() != Path(
-                    self.resume).absolute():
-                raise ArgumentError("give either --out (a new run) or --resume (an existing "
-                                    "run), not both")
-            if not Path(self.resume).is_dir():
-                raise ArgumentError(f"--resume {self.resume}: no such run directory")
-            from dreamerjax.run import (
-                lock as runlock,  # no JAX: the checks of a run directory's state
-            )
-            runlock.check(self.resume, "--resume")
-            runlock.check_not_nonfinite(self.resume)
-        else:
-            # Processes of a multi-host run share --out; only process 0 (or, with cluster
-            # auto-detection, none) can tell it must be empty before the others write.
-            if not self.distributed or self.process_id == 0:
-                _check_new_run_dir(Path(self.out))
-        if self.size is not None and self.size not in SIZES:
-            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
-        if self.env is not None and not self.env.strip():
-            raise ArgumentError("--env must not be empty")
-        if self.seeds is not None:
-            _check_seeds(self.seeds)
-        _check_limits(self)
-        for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
-        if self.train_ratio is not None and not (math.isfinite(self.train_ratio)
-                                                 and self.train_ratio > 0):
-            raise ArgumentError(f"--train-ratio must be positive, got {self.train_ratio}")
-        for name in ("checkpoint_every", "report_every"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ArgumentError(
-                    f"--{name.replace('_', '-')} must be >= 0 (0: never), got {value}")
-        _check_cnn(self.cnn_mults, self.cnn_minres, self.resume is not None)
-        _check_distributed(self)
-        if self.devices <= 0:
-            raise ArgumentError(f"--devices must be positive, got {self.devices}")
-        if self.seeds is not None and len(self.seeds) % self.devices:
-            raise ArgumentError(
-                f"{len(self.seeds)} seeds cannot be split evenly over {self.devices} devices")
+        _check_train_dirs(self)
+        _check_train_values(self)
         given = [f"--{n}" for n in _CONFIG_FLAGS if getattr(self, n)]
         if self.resume is not None and given:
             raise ArgumentError(f"{given[0]} cannot change a run on --resume (the run's config "
@@ -219,6 +176,59 @@ class TrainArgs:
                                            seeds=self.seeds or (0,))
             return dataclasses.replace(self, seeds=self.seeds or (0,))
         return self
+
+
+def _check_train_dirs(args: TrainArgs) -> None:
+    """--out names a new (empty) run directory, or --resume a run no one else writes and
+    that did not stop at a non-finite loss; not both."""
+    if args.resume is None and args.out is None:
+        raise ArgumentError("--out RUN_DIR is required (or --resume RUN_DIR)")
+    if args.resume is not None:
+        if args.out is not None and Path(args.out).absolute() != Path(
+                args.resume).absolute():
+            raise ArgumentError("give either --out (a new run) or --resume (an existing "
+                                "run), not both")
+        if not Path(args.resume).is_dir():
+            raise ArgumentError(f"--resume {args.resume}: no such run directory")
+        from dreamerjax.run import (
+            lock as runlock,  # no JAX: the checks of a run directory's state
+        )
+        runlock.check(args.resume, "--resume")
+        runlock.check_not_nonfinite(args.resume)
+    # Processes of a multi-host run share --out; only process 0 (or, with cluster
+    # auto-detection, none) can tell it must be empty before the others write.
+    elif not args.distributed or args.process_id == 0:
+        _check_new_run_dir(Path(args.out))
+
+
+def _check_train_values(args: TrainArgs) -> None:
+    """Each flag's own value: size, env, seeds, lengths, ratio, CNN, devices."""
+    if args.size is not None and args.size not in SIZES:
+        raise ArgumentError(f"--size {args.size!r}: known sizes are {', '.join(SIZES)}")
+    if args.env is not None and not args.env.strip():
+        raise ArgumentError("--env must not be empty")
+    if args.seeds is not None:
+        _check_seeds(args.seeds)
+    _check_limits(args)
+    for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if args.train_ratio is not None and not (math.isfinite(args.train_ratio)
+                                             and args.train_ratio > 0):
+        raise ArgumentError(f"--train-ratio must be positive, got {args.train_ratio}")
+    for name in ("checkpoint_every", "report_every"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise ArgumentError(
+                f"--{name.replace('_', '-')} must be >= 0 (0: never), got {value}")
+    _check_cnn(args.cnn_mults, args.cnn_minres, args.resume is not None)
+    _check_distributed(args)
+    if args.devices <= 0:
+        raise ArgumentError(f"--devices must be positive, got {args.devices}")
+    if args.seeds is not None and len(args.seeds) % args.devices:
+        raise ArgumentError(
+            f"{len(args.seeds)} seeds cannot be split evenly over {args.devices} devices")
 
 
 @dataclass(frozen=True)
@@ -425,17 +435,14 @@ class BenchArgs:
     """Untimed updates before the timed ones."""
     set: _Sets = ()
     """Set a config key of the benched update by its dotted name, e.g. --set
-    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs; writes to
-    --out only)."""
+    jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs)."""
     tiny: bool = False
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
     size: str = DEFAULT_SIZE
-    """Model size preset of the benched config (config.SIZES; other than the default
-    writes to --out only)."""
-    out: _path("PATH", "(default: results/bench; nothing written with --tiny, --size or "
-                       "--env)") = None
-    """Folder for bench_<backend>_<date>.json and its README.md table; with --env a .json
-    file or a folder for env_<id>_<date>.json."""
+    """Model size preset of the benched config (config.SIZES)."""
+    out: _path("PATH", "(default: stdout only)") = None
+    """Where the figures are also written: a .json file, or a folder for
+    bench_<backend>_<date>.json and its README.md table (with --env: env_<id>_<date>.json)."""
     env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
         = None
     """Time a whole run of this env (host ids too: gym_CartPole-v1, atari100k_pong) with
@@ -808,8 +815,8 @@ def train_command(args: TrainArgs) -> int:
 
     callbacks = []
     if config.run.protocol:
-        from dreamerjax.tools import compare
-        callbacks.append(compare.ProtocolFields())
+        from dreamerjax.tools.protocol.fields import ProtocolFields
+        callbacks.append(ProtocolFields())
     stop = driver.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
@@ -1025,7 +1032,7 @@ def run(args: Any) -> int:
         from dreamerjax.tools.parity import main_parity
         return _code(main_parity(str(args.directory), args.strict))
     if isinstance(args, CompareArgs):
-        from dreamerjax.tools.compare import compare_main
+        from dreamerjax.tools.protocol import compare_main
         return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
                                   _str_or_none(args.out), seeds=None, smoke=args.smoke))
     if isinstance(args, SummaryArgs):
