@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The package as a user gets it: a wheel built from this tree, installed into a fresh venv
 # (pip's cache reused), then, from an empty directory, `dreamerjax envs`, one tiny training
-# run, `dreamerjax parity` without fixtures and a logger whose extra is missing. Prints the
-# wall time of each step. PYTHON picks the interpreter (default python3).
+# run and its evaluation video, `dreamerjax parity` without fixtures and a logger whose
+# extra is missing. Prints the seconds since the start after each step. PYTHON picks the interpreter (default python3).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
@@ -39,6 +39,12 @@ test "$(wc -l < runs/smoke/records.jsonl)" -eq 2
 test -s runs/smoke/curves.png
 test -d runs/smoke/tb
 step "a tiny run from an empty directory: $(tail -n 2 train.txt | head -n 1)"
+
+# What `dreamerjax demo` adds to a run (the report and the episode video), on this run.
+"$dj" eval runs/smoke --episodes 1 --report --video runs/smoke/episode.mp4 > eval.txt 2>&1 \
+  || { cat eval.txt; exit 1; }
+test -s runs/smoke/episode.mp4
+step "dreamerjax eval --report --video on it"
 
 code=0
 "$dj" parity > parity.txt 2>&1 || code=$?

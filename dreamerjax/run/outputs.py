@@ -122,7 +122,8 @@ def publish(run_dir: str | os.PathLike, config: Config, seeds: Sequence[int],
     if not names or not files:
         return
     check_installed(config)
-    made = [OUTPUTS[n](config, run_dir, tuple(seeds[:1]), state[n]) for n in names]
+    made = [OUTPUTS[n](config, run_dir, tuple(seeds), state[n], first_only=True)
+            for n in names]
     try:
         add_files(made, None, files)
     finally:
@@ -220,11 +221,13 @@ class _Output:
 
 
 class WandbOutput(_Output):
-    """One W&B run per seed, grouped under the run's name; the config is W&B's config."""
+    """One W&B run per seed, grouped under the run's name; the config is W&B's config.
+    first_only: open only the first seed's run (files after the run), config untouched."""
 
     name = "wandb"
 
-    def __init__(self, config: Config, out, seeds: tuple[int, ...], state):
+    def __init__(self, config: Config, out, seeds: tuple[int, ...], state,
+                 first_only: bool = False):
         super().__init__(out, state)
         import wandb
 
@@ -232,7 +235,7 @@ class WandbOutput(_Output):
         ids = self.state.setdefault("ids", {})
         title, cfg = run_name(out), config.logger
         self.runs: dict[int, Any] = {}
-        for seed in seeds:
+        for seed in seeds[:1] if first_only else seeds:
             ids.setdefault(str(seed), uuid.uuid4().hex[:12])
             values = {**params(config), "seed": seed, "seeds": list(seeds)}
             try:
@@ -241,7 +244,8 @@ class WandbOutput(_Output):
                     group=title, name=f"{title}-seed{seed}", id=ids[str(seed)],
                     resume="allow", dir=str(self.out), job_type="train",
                     reinit="create_new", settings=wandb.Settings(console="off", quiet=True))
-                run.config.update(values, allow_val_change=True)  # run.steps may grow
+                if not first_only:
+                    run.config.update(values, allow_val_change=True)  # run.steps may grow
             except Exception as e:
                 self.close(False, None)
                 raise OutputError(f"logger.outputs: wandb could not start the run of seed "
@@ -302,11 +306,13 @@ def mlflow_uri(config: Config, out: str | os.PathLike) -> tuple[str, bool]:
 class MlflowOutput(_Output):
     """A parent MLflow run for the run (params: the config and its seeds; artifacts: the
     curves, the report, the evaluation video) and a child run per seed (params: the config
-    and its seed; metrics at each log point, step = rows)."""
+    and its seed; metrics at each log point, step = rows). first_only: open only the
+    parent and the first seed's run (files after the run)."""
 
     name = "mlflow"
 
-    def __init__(self, config: Config, out, seeds: tuple[int, ...], state):
+    def __init__(self, config: Config, out, seeds: tuple[int, ...], state,
+                 first_only: bool = False):
         super().__init__(out, state)
         from mlflow import MlflowClient
 
@@ -330,7 +336,8 @@ class MlflowOutput(_Output):
                                                tags={"mlflow.parentRunId": self.state["parent"]})
                 children[str(seed)] = child.info.run_id
                 self._params(children[str(seed)], {**params(config), "seed": seed})
-        self.runs = [self.state["parent"], *(children[str(s)] for s in seeds)]
+        opened = seeds[:1] if first_only else seeds
+        self.runs = [self.state["parent"], *(children[str(s)] for s in opened)]
         if self.resumed:
             for run_id in self.runs:
                 self.client.update_run(run_id, status="RUNNING")

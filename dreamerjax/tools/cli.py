@@ -314,17 +314,17 @@ class ParityArgs:
     """Fail on every tolerance breach, including the ones marked as known."""
 
     def validate(self) -> ParityArgs:
+        if self.directory is not None and Path(self.directory).is_dir():
+            return self
         from dreamerjax.tools.parity import default_fixtures, fixtures_hint
 
-        if self.directory is None:
-            found = default_fixtures()
-            if found is None:
-                raise ArgumentError(f"give the fixture directory: {fixtures_hint()}")
-            return dataclasses.replace(self, directory=found)
-        if not Path(self.directory).is_dir():
+        if self.directory is not None:
             raise ArgumentError(f"{self.directory}: no such fixture directory; "
                                 f"{fixtures_hint()}")
-        return self
+        found = default_fixtures()
+        if found is None:
+            raise ArgumentError(f"give the fixture directory: {fixtures_hint()}")
+        return dataclasses.replace(self, directory=found)
 
 
 @dataclass(frozen=True)
