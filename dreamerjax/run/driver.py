@@ -600,6 +600,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             if report and _should_report(config, log_index, run.num_logs):
                 with phases("report"):
                     write_report(run, states, point, writer)
+            # host_s, and wall_s read again: the report above counts in this record.
             host_time.stamp(point.records, phases, time.time() - t0)
             with phases("write"):
                 writer.add_episodes(point.episodes)
