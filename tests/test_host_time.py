@@ -134,7 +134,7 @@ def test_records_carry_host_seconds_and_report_every_zero_writes_no_report(wide_
         host = r["host_s"]
         assert set(host) == set(host_time.PHASES)
         assert all(v >= 0.0 for v in host.values()) and host["report"] == 0.0
-        assert host["train"] > 0.0 and host["evaluate"] > 0.0
+        assert host["chunk"] > 0.0 and host["evaluate"] > 0.0
         # the phases ran inside the wall time since the previous record
         assert sum(host.values()) <= r["wall_s"] - before + 1e-3
         before = r["wall_s"]
@@ -193,11 +193,11 @@ def test_summary_shows_where_the_wall_time_went(tmp_path):
             for seed in (0, 1):
                 rec = records.record_row(seed, rows, 0, [1.0], [10], {}, None, 0.0)
                 rec["host_s"] = dict.fromkeys(host_time.PHASES, 0.0) | {
-                    "train": 6.0 + i, "report": 2.0 * i}
+                    "chunk": 6.0 + i, "report": 2.0 * i}
                 rec["wall_s"] = 10.0 * (i + 1)
                 f.write(json.dumps(rec) + "\n")
     s = summary.summarize(run, last=1)
-    assert [(e["rows"], e["interval_s"], e["train"], e["report"]) for e in s.host] == [
+    assert [(e["rows"], e["interval_s"], e["chunk"], e["report"]) for e in s.host] == [
         (400, 10.0, 6.0, 0.0), (800, 10.0, 7.0, 2.0)]
     text = summary.markdown(s)
     assert "| 800 | 10.0 | 7.00 | 0.00 | 0.00 | 2.00 | 0.00 | 0.00 | 30% |" in text

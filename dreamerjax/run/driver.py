@@ -589,7 +589,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             tick0, updates0 = time.time(), (written[-1]["updates"] if written else None)
             testhooks.point("chunk", log_index)
             precompile.before_chunk()  # glibc's freed heap back before the update's buffers
-            with phases("train"):
+            with phases("chunk"):
                 states, ends = run.trainer.chunk(states, log_index)
                 jax.block_until_ready((states.updates, ends))
             with phases("evaluate"):
