@@ -525,7 +525,7 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
     if loop.malloc_trim:
         precompile_lib.malloc_trim()  # glibc's freed heap back before the update's buffers
     phases = loop.phases
-    with phases("train"):
+    with phases("chunk"):
         states, ends = run.trainer.chunk(states, log_index)
         jax.block_until_ready((states.updates, ends))
     with phases("evaluate"):
@@ -537,6 +537,7 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
         with phases("report"):
             files = write_report(run, states, point, writer)
             outputs.add_files(loop.loggers, point.rows, files)
+    # host_s, and wall_s read again: the report above counts in this record.
     host_time.stamp(point.records, phases, time.time() - t0)
     with phases("write"):
         writer.add_episodes(point.episodes)

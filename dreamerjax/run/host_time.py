@@ -5,7 +5,7 @@ phase of the driver since the previous log point's records were written, as the
 reference's `timer/` statistics cover the span since its logger last wrote
 (embodied/run/train.py at 29eb964):
 
-    train       the log interval's chunk: acting, env steps and updates (the compiled
+    chunk       the log interval's chunk: acting, env steps and updates (the compiled
                 program, or host envs stepped beside it), until its results are ready
     evaluate    the evaluation episodes and the log point's records assembled
     callbacks   the driver callbacks (the protocol's fields, yours)
@@ -28,7 +28,7 @@ import contextlib
 import time
 from collections.abc import Iterator, Mapping
 
-PHASES = ("train", "evaluate", "callbacks", "report", "write", "checkpoint")
+PHASES = ("chunk", "evaluate", "callbacks", "report", "write", "checkpoint")
 TAIL_PHASES = ("write", "checkpoint", "plots")  # what follows the last log point
 
 

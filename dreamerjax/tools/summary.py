@@ -121,10 +121,10 @@ def host_markdown(entries: tuple[dict, ...] | list[dict]) -> str:
     phases = list(dict.fromkeys(k for e in entries for k in e
                                 if k not in ("rows", "wall_s", "interval_s")))
     lines = ["| rows | interval s | " + " | ".join(f"{p} s" for p in phases)
-             + " | outside train |", "|---" * (len(phases) + 3) + "|"]
+             + " | outside the chunk |", "|---" * (len(phases) + 3) + "|"]
 
     def row(label, interval, values):
-        outside = (interval - values.get("train", 0.0)) / interval if interval else None
+        outside = (interval - values.get("chunk", 0.0)) / interval if interval else None
         share = "n/a" if outside is None else f"{100 * outside:.0f}%"
         return (f"| {label} | {_f(interval)} | "
                 + " | ".join(_f(values.get(p), 2) for p in phases) + f" | {share} |")
