@@ -15,6 +15,7 @@ its distributions (:220). With float32 every cast is the identity (numerics.cast
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -466,7 +467,7 @@ def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
     """SimpleEncoder params (nets.py:223-277): `mlp{i}` on the concatenated vector keys,
     `conv{i}` on the channel-concatenated image keys. Returns (params, embed_dim), the
     embedding being [vector MLP units, flattened CNN features]."""
-    e = cfg.enc
+    e = cnn_config(cfg, cfg.enc, spaces, spaces.enc_image_keys)
     obs = spaces.obs_dict()
     kv, kc = jax.random.split(key)
     p, edim = {}, 0
@@ -483,6 +484,22 @@ def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
             cin = e.depth * m
         edim += e.minres * e.minres * cin
     return p, edim
+
+
+def cnn_config(cfg: AgentConfig, part, spaces, image_keys):
+    """The encoder's or decoder's config (`part`) with its final resolution: 29eb964's
+    `minres` key, or at HEAD the image side over 2 per stage (rssm.py:242-243, 309-312
+    @e3f0224, which asserts it in [3, 16])."""
+    if not is_head(cfg) or not image_keys:
+        return part
+    res = spaces.obs_dict()[image_keys[0]][0][0]
+    stages = len(part.mults) - int(part.outer)
+    minres = res // 2 ** stages
+    if not 3 <= minres <= 16 or minres * 2 ** stages != res:
+        raise ValueError(f"{res}-pixel images with {len(part.mults)} CNN stages end at "
+                         f"{res / 2 ** stages:g} pixels; HEAD needs a whole side in "
+                         "[3, 16]: set enc.simple.mults / dec.simple.mults")
+    return dataclasses.replace(part, minres=minres)
 
 
 def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
@@ -555,7 +572,7 @@ def init_decoder(key, cfg: AgentConfig, spaces) -> dict:
     `out_<key>` per vector key, and for the image keys the block-linear `space0` on deter,
     `space1hid` / `space1` on stoch, `spacenorm`, transposed `conv{i}` and `imgout` with
     the image keys' channels."""
-    d = cfg.dec
+    d = cnn_config(cfg, cfg.dec, spaces, spaces.dec_image_keys)
     r = cfg.rssm
     obs = spaces.obs_dict()
     fdim = r.deter + r.stoch * r.classes
@@ -606,8 +623,9 @@ def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
         for name in spaces.dec_vector_keys:
             outs[name] = nm.cast(linear(p[out_name(name)]["out"], x), f32)
     if spaces.dec_image_keys:
+        dcfg = dataclasses.replace(cfg, dec=cnn_config(cfg, d, spaces, spaces.dec_image_keys))
         image = _decode_image_head if head else _decode_image
-        x = nm.cast(image(p, cfg, lat), f32)
+        x = nm.cast(image(p, dcfg, lat), f32)
         sizes = [spaces.obs_dict()[k][0][-1] for k in spaces.dec_image_keys]
         for name, part in zip(spaces.dec_image_keys, jnp.split(x, np.cumsum(sizes)[:-1], -1),
                               strict=True):

@@ -13,7 +13,6 @@ import json
 import math
 from dataclasses import dataclass, field
 
-
 # The reference versions a run can follow (config key `reference`): danijar/dreamerv3 at
 # 29eb964 (the 2024 code the project was built on) and at e3f0224, its HEAD (the 2025
 # rewrite that the Nature paper's readers run today). docs/deviations.md lists what differs.

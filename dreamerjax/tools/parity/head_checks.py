@@ -62,7 +62,7 @@ NAME_MAP = (
     (r"^priorlogit/", "imglogit/"), (r"^cnn(\d+)", r"conv\1"),
     (r"^sp0/", "space0/"), (r"^sp1norm/", "space1hidnorm/"), (r"^sp1/", "space1hid/"),
     (r"^sp2/", "space1/"), (r"^vec/(.+)/pred/", r"out_\1/out/"),
-    (r"^([a-z]+\d*)norm/scale$", r"\1/norm/scale"), (r"^sp/norm/scale$", "spacenorm/scale"),
+    (r"^([a-z0-9]+?)norm/scale$", r"\1/norm/scale"), (r"^sp/norm/scale$", "spacenorm/scale"),
 )
 DEC_MLP = ((r"^h(\d+)/", r"mlp\1/"),)  # the vector decoder's MLP is `mlp/` like a head's
 
@@ -185,9 +185,20 @@ def batch_of(d: dict, prefix: str, spaces) -> dict:
             "deter": d[prefix + "dyn/deter"], "stoch": index}
 
 
-def load_state(flat: dict, cfg) -> agent_lib.AgentState:
+def load_state(flat: dict, cfg, spaces_fn) -> agent_lib.AgentState:
+    """Our state from HEAD's; raises unless every parameter maps onto ours, shape for
+    shape (`spaces_fn(params)` gives the spaces to build ours with)."""
     tree = nest_head(flat)
     params = {k: tree[k] for k in agent_lib.MODULES}
+    want = jax.eval_shape(lambda: agent_lib.init_params(
+        jax.random.PRNGKey(0), cfg, spaces_fn(params)))
+    got = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
+    if jax.tree.structure(want) != jax.tree.structure(got) or jax.tree.leaves(want) != \
+            jax.tree.leaves(got):
+        ours = set(flatten(want))
+        theirs = set(flatten(got))
+        raise ValueError(f"HEAD's parameters do not map onto ours: only ours "
+                         f"{sorted(ours - theirs)}, only HEAD's {sorted(theirs - ours)}")
     return agent_lib.AgentState(
         params=params, slow=tree["slow"], opt_state=agent_lib.optimizer(cfg).init(params),
         retnorm=RetNormState(low=jnp.asarray(flat["retnorm/lo/value"], jnp.float32),
@@ -213,8 +224,8 @@ def actor_noise_head(d: dict, spaces, prefix: str = "diag/") -> float | None:
     discrete). Measured from the imagined actions and the policy's mean and stddev."""
     if spaces.act_discrete:
         return None
-    z = (d[prefix + "imag/act/action"].astype(np.float64) - d[prefix + "head/pol1/mean"]) / (
-        d[prefix + "head/pol1/stddev"])
+    z = (d[prefix + "imag/act/action"].astype(np.float64) - d[prefix + "head/pol1/action/mean"]) / (
+        d[prefix + "head/pol1/action/stddev"])
     noise = float(np.round(np.median(z), 3))
     if np.abs(z - noise).max() > 1e-3:
         raise ValueError("the fixture's continuous actions are not mean + constant * std")
@@ -238,7 +249,7 @@ def check_head_loss(directory: str, name: str) -> list[Row]:
     fx = name
     fam, _, cfg, start = family_of(directory, name, "head_loss")
     d = _load(os.path.join(directory, name))
-    state = load_state(_load(start), cfg)
+    state = load_state(_load(start), cfg, lambda prm: spaces_of(d, "data/", prm))
     spaces = spaces_of(d, "data/", state.params)
     carry, data = agent_lib.split_context(cfg, spaces, batch_of(d, "data/", spaces))
 
@@ -334,7 +345,7 @@ def check_head_update(directory: str, name: str) -> list[Row]:
     fx = name
     fam, _, cfg, start = family_of(directory, name, "head_update")
     flat = _load(os.path.join(directory, name))
-    state0 = load_state(_load(start), cfg)
+    state0 = load_state(_load(start), cfg, lambda prm: spaces_of(flat, "b1/data/", prm))
     spaces = spaces_of(flat, "b1/data/", state0.params)
     batches = [batch_of(flat, f"b{i}/data/", spaces) for i in (1, 2)]
     loss_file = os.path.join(directory, name.replace("head_update", "head_loss"))
