@@ -400,11 +400,37 @@ def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
         rows.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
                             value[under], ref[under], UNDERFLOW))
     if flip.any():
-        pooled = widen(dataclasses.replace(base, why=base.why + "; " + UNDETERMINED),
+        atol = np.broadcast_to(np.asarray(base.atol), ref.shape)[flip]
+        pooled = widen(dataclasses.replace(base, atol=atol, why=base.why + "; " + UNDETERMINED),
                        np.full(int(flip.sum()), sp.max()))
         rows.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
                             value[flip], ref[flip], pooled))
     return rows
+
+
+GRAD_FLOOR = 1e-4
+BETA1, BETA2 = 0.9, 0.999
+
+
+def mu_rounding(flat: dict, hname: str, steps: int) -> np.ndarray:
+    """Per-element bound on the first moment's float32 error after `steps` updates.
+
+    A gradient element is a sum over the batch whose terms cancel; its float32 error is
+    up to GRAD_FLOOR of the tensor's largest |g|, not of the element. The RMS step
+    u = g / sqrt(nu_hat) divides that error by the element's own sqrt(nu_hat) (twice:
+    g is in nu too), so an element with a tiny gradient carries a large error in u and in
+    mu = beta1 mu + (1 - beta1) u. |g_t| is read from the reference's nu_t and nu_{t-1}
+    (nu_t = beta2 nu_{t-1} + (1 - beta2) g_t^2)."""
+    err, nu_prev = 0.0, 0.0
+    for t in range(1, steps + 1):
+        nu = flat[f"u{t}/state/opt/state/1/1/{hname}"].astype(np.float64)
+        g = np.sqrt(np.maximum(nu - BETA2 * nu_prev, 0.0) / (1 - BETA2))
+        nu_hat = nu / (1 - BETA2 ** t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            du = np.where(nu_hat > 0, 2 * GRAD_FLOOR * g.max() / np.sqrt(nu_hat), 0.0)
+        err = BETA1 * err + (1 - BETA1) * np.minimum(du, 2.0)  # |u| error is at most 2
+        nu_prev = nu
+    return err
 
 
 def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> list[Row]:
@@ -434,8 +460,13 @@ def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> lis
             continue
         for tag, idx in (("nu", 1), ("mu", 2)):
             ref = flat[f"{pre}state/opt/state/{idx}/1/{hname}"]
+            tol = _moment_tol(np.abs(ref).max())
+            if tag == "mu":
+                tol = Tol(tol.atol + mu_rounding(flat, hname, len(prior)), tol.rtol,
+                          tol.why + f" + the RMS step's division of a {GRAD_FLOOR:g} x "
+                          "max|g| gradient error by the element's sqrt(nu)")
             rows += _split(fx, f"{pre}{tag}/{hname}", ours[tag][ours_name],
-                           spread[tag][ours_name], ref, _moment_tol(np.abs(ref).max()), under,
+                           spread[tag][ours_name], ref, tol, under,
                            flip if tag == "mu" else np.zeros(ref.shape, bool))
 
     def c(label, get, ref_key, tol):
