@@ -122,6 +122,11 @@ class TrainArgs:
     """Summation of the reward and value heads' two-hot expectation: exact (mirror
     difference) or pairsum (the reference's order, with its rounding noise; for studying
     that noise, docs/deviations.md D1)."""
+    reference: Annotated[Literal["29eb964", "e3f0224"] | None, tyro.conf.arg(
+        metavar="{29eb964,e3f0224}", help_behavior_hint="(default: 29eb964)")] = None
+    """The reference version whose numbers the agent reproduces: danijar/dreamerv3 at
+    29eb964 or at e3f0224 (its HEAD); keys and named configs take that version's spelling
+    (config key `reference`, docs/config.md)."""
 
     def run_overrides(self) -> dict[str, Any]:
         """The RunConfig fields given on the command line (None = not given)."""
@@ -246,6 +251,11 @@ class InfoArgs:
     """Image observations: depth multiplier of each conv stage (as for train)."""
     cnn_minres: int | None = None
     """Image observations: resolution after the last conv stage (as for train)."""
+    reference: Annotated[Literal["29eb964", "e3f0224"] | None, tyro.conf.arg(
+        metavar="{29eb964,e3f0224}", help_behavior_hint="(default: 29eb964)")] = None
+    """The reference version whose numbers the agent reproduces: danijar/dreamerv3 at
+    29eb964 or at e3f0224 (its HEAD); keys and named configs take that version's spelling
+    (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
         if self.size is not None and self.size not in SIZES:
@@ -713,7 +723,8 @@ def config_from_args(args: TrainArgs | InfoArgs):
 def _given_flags(args: TrainArgs) -> dict[str, Any]:
     """The run-defining flags given on the command line (None = not given)."""
     names = ("env", "size", "seeds", "steps", "eval_every", "eval_episodes", "num_envs",
-             "train_ratio", "checkpoint_every", "cnn_mults", "cnn_minres", "twohot_mean")
+             "train_ratio", "checkpoint_every", "cnn_mults", "cnn_minres", "twohot_mean",
+             "reference")
     given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     if args.tiny:
         given["tiny"] = True
@@ -739,6 +750,7 @@ def resume_config(args: TrainArgs):
         "checkpoint_every": config.run.checkpoint_every,
         "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres,
         "twohot_mean": config.agent.twohot_mean, "tiny": config.size == "tiny",
+        "reference": config.agent.reference,
         "driver_parallel": config.run.driver_parallel}
     for name, value in _given_flags(args).items():
         have = saved[name]
