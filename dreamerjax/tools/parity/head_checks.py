@@ -245,9 +245,11 @@ def _init_note(fam: str) -> str:
             "two-hot mean is the jitted pair sum's artefact (fixture README, Numerics 1)")
 
 
-def check_head_loss(directory: str, name: str) -> list[Row]:
+def check_head_loss(directory: str, name: str, override=None) -> list[Row]:
+    """The loss file's rows; `override` (cfg -> cfg) injects a change (mutation tests)."""
     fx = name
     fam, _, cfg, start = family_of(directory, name, "head_loss")
+    cfg = cfg if override is None else override(cfg)
     d = _load(os.path.join(directory, name))
     state = load_state(_load(start), cfg, lambda prm: spaces_of(d, "data/", prm))
     spaces = spaces_of(d, "data/", state.params)
@@ -316,6 +318,8 @@ def _diag_rows(fx, out, spread, d, spaces) -> list[Row]:
              c("diag/repl/boot", lambda o: o["boot"], DEEP),
              c("diag/repl/ret", lambda o: o["replay_ret"], DEEP)]
     for key in spaces.dec_keys:
+        if f"diag/dec/{key}/pred" not in d:  # left out of the committed subset (images)
+            continue
         rows.append(compare(fx, f"diag/dec/{key}/pred", out["dec"][key],
                             d[f"diag/dec/{key}/pred"], widen(DEEP, spread["dec"][key])))
     return rows
@@ -378,9 +382,17 @@ def check_head_update(directory: str, name: str) -> list[Row]:
         spread = spread_of(base, [dr[i] for dr in draws[1:]])
         undetermined = {k: undetermined.get(k, False) | sign_undetermined(g, spread["grads"][k])
                         for k, g in base["grads"].items()}
-        rows += _update_rows(fx, f"u{i + 1}/", base, spread, flat, undetermined,
-                             exclude_mean=noise == 0.0)
+        step_rows = _update_rows(fx, f"u{i + 1}/", base, spread, flat, undetermined,
+                                 exclude_mean=noise == 0.0)
+        if i > 0 and noise == 0.0:  # the mean head's round-off steps reach all of update 2
+            step_rows = [dataclasses.replace(r, passed=None, note=U2_NOTE) for r in step_rows]
+        rows += step_rows
     return rows
+
+
+U2_NOTE = ("info only: HEAD's update 1 moved the policy mean by round-off steps of +-lr "
+           "(fixture README, Numerics 4), which change update 2's imagination; the _eps "
+           "family checks update 2 of the continuous path")
 
 
 MEAN_NOTE = ("not compared: with the mode patch HEAD's policy-mean gradient is round-off "
