@@ -26,9 +26,9 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config.defaults import HEAD_REF, agent_config
+from dreamerjax.tools.parity import agent_checks
 from dreamerjax.tools.parity.agent_checks import (
     DEEP,
-    DRAWS,
     PARAMS,
     TIGHT,
     UNDERFLOW,
@@ -371,7 +371,7 @@ def check_head_update(directory: str, name: str) -> list[Row]:
     step = perturbed(train, unit=twohot_rounding)
     draws = []
     with deterministic_actor(noise):
-        for seed in range(DRAWS + 1):
+        for seed in range(agent_checks.DRAWS + 1):
             state, arrays = state0, []
             for batch in batches:
                 state, out = step(state, batch, jnp.int32(seed))
