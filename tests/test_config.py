@@ -261,7 +261,7 @@ def test_cli_flags_map_to_keys():
     assert agent.enc.mults == agent.dec.mults == (1, 2)
     assert agent.enc.minres == agent.dec.minres == 5
     assert set(C.FLAG_KEYS) <= {f.name for f in dataclasses.fields(RunConfig)} | {
-        "eval_every", "twohot_mean", "cnn_mults", "cnn_minres"}
+        "eval_every", "twohot_mean", "cnn_mults", "cnn_minres", "reference"}
 
 
 def test_dotted_json_and_run_config_round_trip(tmp_path):

@@ -94,3 +94,58 @@ def test_twohot_rounding_bound_covers_both_summation_orders():
     row = agent_checks.compare("random", "pairsum vs exact", pairsum, exact,
                                agent_checks.twohot_bound(logits, bins))
     assert row.passed and row.max_abs > 0, row
+
+
+# ----------------------------------------------------------------------------- HEAD (e3f0224)
+
+HEAD_REF_DIR = str(Path(__file__).parent / "data" / "reference_head")
+
+
+def _data_start_weight(params, cfg, data, tfeat, flat):
+    """The bug: 29eb964's imagination start (data reward and continue at t = 0)."""
+    return _imagined_rew_con(params, rep(cfg, reference="29eb964"), data, tfeat, flat)
+
+
+_imagined_rew_con = agent_lib.imagined_rew_con
+_actor_out = agent_lib.actor_out
+
+
+def _unimix_policy(p, cfg, spaces, x):
+    """The bug: 29eb964's 1% uniform mixed into HEAD's categorical policy."""
+    from dreamerjax.algo import numerics as nm
+    return nm.unimix_logits(_actor_out(p, cfg, spaces, x), 0.01)
+
+
+def _deter_first(lat, head):
+    """The bug: 29eb964's decoder input order [deter, stoch]."""
+    return agent_lib.nets.feat(lat)
+
+
+HEAD_MUTATIONS = {
+    "free nats 0.5": (lambda c: rep(c, free_nats=0.5), {}, {"loss/dyn", "loss/rep"}),
+    "slowreg 0": (lambda c: rep(c, slowreg=0.0), {}, {"loss/value", "loss/repval"}),
+    "imagination weight from the data's continue": (
+        None, {(agent_lib, "imagined_rew_con"): _data_start_weight},
+        {"diag/imag/weight", "diag/imag/rew"}),
+    "policy with unimix": (None, {(agent_lib, "actor_out"): _unimix_policy},
+                           {"diag/imag/logpi", "diag/imag/ent/action"}),
+    "decoder input [deter, stoch]": (None, {(agent_lib.nets, "_decoder_input"): _deter_first},
+                                     {"diag/dec/vector/pred", "loss/vector"}),
+}
+
+
+def test_unmutated_head_loss_check_passes(one_draw):
+    from dreamerjax.tools.parity import head_checks
+    rows = head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_pert_s0.npz")
+    assert len(rows) > 55 and not _failing(rows)
+
+
+@pytest.mark.parametrize("name", sorted(HEAD_MUTATIONS))
+def test_injected_bug_fails_the_head_loss_check(name, one_draw, monkeypatch):
+    from dreamerjax.tools.parity import head_checks
+    override, patches, moved = HEAD_MUTATIONS[name]
+    for (module, attr), fn in patches.items():
+        monkeypatch.setattr(module, attr, fn)
+    failing = _failing(head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_pert_s0.npz",
+                                                   override=override))
+    assert failing & moved, (name, sorted(failing)[:10])

@@ -19,7 +19,7 @@ from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState, retnorm_init, retnorm_stats, retnorm_update
 from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
-from dreamerjax.algo.returns import imagined_returns, replay_return
+from dreamerjax.algo.returns import imagined_returns, imagined_returns_head, replay_return
 from dreamerjax.config.defaults import AgentConfig
 
 sg = jax.lax.stop_gradient
@@ -193,6 +193,7 @@ def _feat_dim(cfg: AgentConfig) -> int:
 def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
     ks = jax.random.split(key, 7)
     fdim = _feat_dim(cfg)
+    width = lambda bins: nets.twohot_width(bins, nets.is_head(cfg))  # noqa: E731
     enc, edim = nets.init_encoder(ks[0], cfg, spaces)
     actor = nets.init_mlp(ks[5], fdim, cfg.actor.units, cfg.actor.layers, "h")
     ka, kb = jax.random.split(ks[6])
@@ -207,25 +208,27 @@ def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
         "dyn": nets.init_rssm(ks[1], cfg.rssm, edim, spaces.act_dim),
         "dec": nets.init_decoder(ks[2], cfg, spaces),
         "rew": nets.init_head(ks[3], fdim, cfg.rewhead.units, cfg.rewhead.layers,
-                              nets.twohot_width(cfg.rewhead.bins), cfg.rewhead.outscale),
+                              width(cfg.rewhead.bins), cfg.rewhead.outscale),
         "con": nets.init_head(ks[4], fdim, cfg.conhead.units, cfg.conhead.layers, 1,
                               cfg.conhead.outscale),
         "actor": actor,
         "critic": nets.init_head(kc, fdim, cfg.critic.units, cfg.critic.layers,
-                                 nets.twohot_width(cfg.critic.bins), cfg.critic.outscale),
+                                 width(cfg.critic.bins), cfg.critic.outscale),
     }
 
 
 def optimizer(cfg: AgentConfig) -> optax.GradientTransformation:
-    return make_optimizer(cfg.opt)
+    return make_optimizer(cfg.opt, nets.is_head(cfg))
 
 
 def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
     """Fresh learner state. The slow critic starts as its own draw and is overwritten by a
-    copy of the critic at the first update (jaxutils.py:749-751)."""
+    copy of the critic at the first update (jaxutils.py:749-751 @29eb964); at HEAD it
+    starts as a copy of the critic (SlowModel._initonce, utils.py:121-127 @e3f0224)."""
     k1, k2 = jax.random.split(key)
     params = init_params(k1, cfg, spaces)
-    slow = init_params(k2, cfg, spaces)["critic"]
+    slow = (params["critic"] if nets.is_head(cfg)
+            else init_params(k2, cfg, spaces)["critic"])
     return AgentState(
         params=params,
         slow=slow,
@@ -259,11 +262,13 @@ def batch_specs(cfg: AgentConfig, spaces: Spaces, batch: int, length: int) -> di
 def actor_out(p: dict, cfg: AgentConfig, spaces: Spaces, x):
     """Actor distribution parameters on features x [..., F]: discrete -> unimix logits
     [..., A]; continuous -> (mean, std) [..., A] (nets.py:490-535). The layers compute in
-    the compute dtype, the distribution in float32 (nets.py:442,448)."""
-    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h")
+    the compute dtype, the distribution in float32 (nets.py:442,448). HEAD's discrete
+    policy is `categorical` without unimix (heads.py:101-110 @e3f0224)."""
+    head = nets.is_head(cfg)
+    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h", head)
     out = nm.cast(nets.linear(p["action"]["out"], h), f32)
     if spaces.act_discrete:
-        return nm.unimix_logits(out, cfg.actor_unimix)
+        return out if head else nm.unimix_logits(out, cfg.actor_unimix)
     std = nm.cast(nets.linear(p["action"]["std"], h), f32)
     return nm.normal_params(out, std, cfg.actor_minstd, cfg.actor_maxstd)
 
@@ -277,16 +282,19 @@ def actor_sample(dist, spaces: Spaces, key, mode: bool):
     return mean if mode else nm.normal_sample(key, mean, std)
 
 
-def actor_log_prob(dist, spaces: Spaces, act):
+def actor_log_prob(dist, spaces: Spaces, act, head: bool = False):
+    """log pi(act): tfp's formulas at 29eb964, outs.py's at HEAD (numerics)."""
     if spaces.act_discrete:
-        return nm.onehot_log_prob(dist, act)
+        return (nm.categorical_log_prob if head else nm.onehot_log_prob)(dist, act)
+    if head:
+        return nm.normal_log_prob_scipy(dist[0], dist[1], act)
     return nm.normal_log_prob(dist[0], dist[1], act)
 
 
-def actor_entropy(dist, spaces: Spaces):
+def actor_entropy(dist, spaces: Spaces, head: bool = False):
     if spaces.act_discrete:
-        return nm.onehot_entropy(dist)
-    return nm.normal_entropy(dist[1])
+        return (nm.categorical_entropy if head else nm.onehot_entropy)(dist)
+    return (nm.normal_entropy_head if head else nm.normal_entropy)(dist[1])
 
 
 def actor_entropy_range(cfg: AgentConfig, spaces: Spaces) -> tuple[float, float]:
@@ -329,7 +337,8 @@ def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_
     embed = nets.encode(params["enc"], cfg, spaces, preprocess(spaces, obs, compute_dtype(cfg)))
     prevact = embed_action(carry["action"], spaces)
     lat = {"deter": carry["deter"], "stoch": carry["stoch"]}
-    lat, out = nets.obs_step(params["dyn"], cfg.rssm, lat, prevact, embed, is_first, k1, mode)
+    lat, out = nets.obs_step(params["dyn"], cfg.rssm, lat, prevact, embed, is_first, k1, mode,
+                             nets.is_head(cfg))
     dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
     act = actor_sample(dist, spaces, k2, mode)
     if spaces.act_discrete:
@@ -360,16 +369,27 @@ def twohot_expectation(cfg: AgentConfig, logits, bins):
 
 
 def reward_logits(p, cfg: AgentConfig, x):
-    return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins, compute_dtype(cfg))
+    return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins, compute_dtype(cfg),
+                              nets.is_head(cfg))
 
 
 def critic_logits(p, cfg: AgentConfig, x):
     """Critic or slow critic (same layout) logits on features x [..., F] -> [..., K]."""
-    return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins, compute_dtype(cfg))
+    return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins, compute_dtype(cfg),
+                              nets.is_head(cfg))
 
 
 def cont_logit(p, cfg: AgentConfig, x):
-    return nets.head(p, x, cfg.conhead.layers, compute_dtype(cfg))[..., 0]
+    return nets.head(p, x, cfg.conhead.layers, compute_dtype(cfg),
+                     norm32=nets.is_head(cfg))[..., 0]
+
+
+def cont_log_prob(cfg: AgentConfig, logit, label):
+    """log p(label) of the continue head: tfp's Bernoulli at 29eb964, HEAD's Binary
+    (outs.py:197-201 @e3f0224)."""
+    if nets.is_head(cfg):
+        return nm.binary_log_prob(logit, label)
+    return nm.bernoulli_log_prob(logit, label)
 
 
 def _balance_stats(pred_mean, loss, target, thres):
@@ -391,17 +411,25 @@ def _balance_stats(pred_mean, loss, target, thres):
 # ----------------------------------------------------------------------------- world model
 
 
-def decoder_losses(spaces: Spaces, dec: dict, obs: dict) -> dict:
+def decoder_losses(spaces: Spaces, dec: dict, obs: dict, raw: dict | None = None) -> dict:
     """-log p of each decoded key, [B, T] each, named by the key: vectors symlog-MSE with
     the 1e-8 tolerance (TransformedMseDist, jaxutils.py:179-207), images MSE against the
     preprocessed image (MSEDist, jaxutils.py:124-148), both summed over the key's dims, in
-    float32 (agent.py:241 casts the targets, nets.py:367,442 the predictions)."""
+    float32 (agent.py:241 casts the targets, nets.py:367,442 the predictions).
+
+    raw: the stored observations, given for HEAD's losses (agent.py:178-182, outs.py:
+    129-141 @e3f0224): symlog-MSE without the 1e-8 term, the image target float32 / 255
+    whatever the compute dtype."""
     losses = {}
     for name in spaces.dec_vector_keys:
         dist = (dec[name] - nm.symlog(obs[name])) ** 2
-        losses[name] = jnp.where(dist < 1e-8, 0.0, dist).sum(-1)
+        losses[name] = (dist if raw is not None else jnp.where(dist < 1e-8, 0.0, dist)).sum(-1)
     for name in spaces.dec_image_keys:
-        losses[name] = ((dec[name] - nm.cast(obs[name], f32)) ** 2).sum((-3, -2, -1))
+        target = nm.cast(obs[name], f32)
+        if raw is not None:
+            x = raw[name]
+            target = x.astype(f32) / 255 if x.dtype == jnp.uint8 else x.astype(f32)
+        losses[name] = ((dec[name] - target) ** 2).sum((-3, -2, -1))
     return losses
 
 
@@ -414,24 +442,26 @@ def world_model(params, cfg: AgentConfig, spaces: Spaces, data: dict, carry: dic
     dec {key: prediction in symlog / pixel space}, rew_logits [B, T, K], con_logit [B, T],
     metrics).
     """
+    head = nets.is_head(cfg)
     obs = preprocess(spaces, data["obs"], compute_dtype(cfg))
     prevacts = jnp.concatenate([carry["action"][:, None], data["action"][:, :-1]], 1)
     prevacts = embed_action(prevacts, spaces)
     embed = nets.encode(params["enc"], cfg, spaces, obs)
     lat0 = {"deter": carry["deter"], "stoch": carry["stoch"]}
     newlat, post = nets.observe(params["dyn"], cfg.rssm, lat0, prevacts, embed,
-                                data["is_first"], key, cfg.sample_mode)
+                                data["is_first"], key, cfg.sample_mode, head)
     x = nets.feat(post)
     dec = nets.decode(params["dec"], cfg, spaces, post)
-    losses = decoder_losses(spaces, dec, obs)
+    losses = decoder_losses(spaces, dec, obs, data["obs"] if head else None)
     rew_logits = reward_logits(params["rew"], cfg, x)
     losses["reward"] = -nm.twohot_log_prob(rew_logits, data["reward"].astype(f32),
                                            reward_bins(cfg))
     con_logit = cont_logit(params["con"], cfg, x)
     cont_data = 1.0 - data["is_terminal"].astype(f32)
     label = cont_data * (1 - 1 / cfg.horizon) if cfg.contdisc else cont_data
-    losses["cont"] = -nm.bernoulli_log_prob(con_logit, label)
-    dyn, rep, metrics = nets.rssm_kl_losses(params["dyn"], cfg.rssm, post, cfg.free_nats)
+    losses["cont"] = -cont_log_prob(cfg, con_logit, label)
+    dyn, rep, metrics = nets.rssm_kl_losses(params["dyn"], cfg.rssm, post, cfg.free_nats,
+                                            head)
     losses["dyn"], losses["rep"] = dyn, rep
     return dict(losses=losses, post=post, newlat=newlat, embed=embed, feat=x,
                 prevacts=prevacts, dec=dec, rew_logits=rew_logits, con_logit=con_logit,
@@ -453,6 +483,7 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     params = sg(params)
     H = cfg.imag_length
     dt = compute_dtype(cfg)
+    head = nets.is_head(cfg)
     k0, kscan = jax.random.split(key)
     dist0 = actor_out(params["actor"], cfg, spaces, nets.feat(start))
     act0 = nm.cast(actor_sample(dist0, spaces, k0, mode), dt)
@@ -460,7 +491,7 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     def step(carry, k):
         lat, act = carry
         ka, kb = jax.random.split(k)
-        lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode)
+        lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode, head)
         dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
         act = nm.cast(actor_sample(dist, spaces, kb, mode), dt)
         return (lat, act), (out, act)
@@ -496,6 +527,34 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     flat = lambda v: v.reshape((B * T, *v.shape[2:]))  # noqa: E731
     traj, acts = imagine(params, cfg, spaces, jax.tree.map(flat, post), key, cfg.sample_mode)
     tfeat = nets.feat(traj)
+    rew, con = sg(imagined_rew_con(params, cfg, data, tfeat, flat))
+    inp = sg(tfeat)  # ac_grads none
+    c_logits = critic_logits(params["critic"], cfg, inp)
+    s_logits = critic_logits(slow, cfg, inp)
+    val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
+    slowval = slow_target(cfg, s_logits, c_logits)
+    tarval = sg(val)  # slowtar False
+    if nets.is_head(cfg):
+        ret, weight = imagined_returns_head(rew, con, tarval, cfg.return_lambda,
+                                            cfg.contdisc, cfg.horizon)
+    else:
+        ret, weight = imagined_returns(rew, con, tarval, cfg.return_lambda, cfg.contdisc,
+                                       cfg.horizon)
+    return dict(traj=traj, acts=acts, rew=rew, con=con, weight=sg(weight),
+                critic_logits=c_logits, slow_logits=s_logits, val=val, slowval=slowval,
+                tarval=tarval, ret=sg(ret),
+                adist=actor_out(params["actor"], cfg, spaces, inp))
+
+
+def imagined_rew_con(params, cfg: AgentConfig, data: dict, tfeat, flat):
+    """Reward and continuation [N, H+1] along the imagined trajectories tfeat [N, H+1, F].
+    29eb964 takes the start state's from the data (agent.py:283-290 @29eb964); HEAD
+    predicts them there too (agent.py:203-206 @e3f0224), its continuation as the Binary's
+    prob(1), so the loss weight starts with the predicted continue at t = 0."""
+    if nets.is_head(cfg):
+        rew = twohot_expectation(cfg, reward_logits(params["rew"], cfg, tfeat),
+                                 reward_bins(cfg))
+        return rew, nm.binary_prob1(cont_logit(params["con"], cfg, tfeat))
     rew = jnp.concatenate([
         flat(data["reward"].astype(f32))[:, None],
         twohot_expectation(cfg, reward_logits(params["rew"], cfg, tfeat[:, 1:]),
@@ -503,19 +562,7 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     con = jnp.concatenate([
         flat(1.0 - data["is_terminal"].astype(f32))[:, None],
         nm.bernoulli_mean(cont_logit(params["con"], cfg, tfeat[:, 1:]))], 1)
-    rew, con = sg(rew), sg(con)
-    inp = sg(tfeat)  # ac_grads none
-    c_logits = critic_logits(params["critic"], cfg, inp)
-    s_logits = critic_logits(slow, cfg, inp)
-    val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
-    slowval = slow_target(cfg, s_logits, c_logits)
-    tarval = sg(val)  # slowtar False
-    ret, weight = imagined_returns(rew, con, tarval, cfg.return_lambda, cfg.contdisc,
-                                   cfg.horizon)
-    return dict(traj=traj, acts=acts, rew=rew, con=con, weight=sg(weight),
-                critic_logits=c_logits, slow_logits=s_logits, val=val, slowval=slowval,
-                tarval=tarval, ret=sg(ret),
-                adist=actor_out(params["actor"], cfg, spaces, inp))
+    return rew, con
 
 
 # ----------------------------------------------------------------------------- actor-critic
@@ -529,8 +576,9 @@ def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormStat
     retnorm = retnorm_update(retnorm, ret, cfg.retnorm)
     offset, scale = retnorm_stats(retnorm, cfg.retnorm)
     adv = (ret - tarval[:, :-1]) / scale  # advnorm off
-    logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]))[:, :-1]
-    ent = actor_entropy(img["adist"], spaces)[:, :-1]
+    head = nets.is_head(cfg)
+    logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]), head)[:, :-1]
+    ent = actor_entropy(img["adist"], spaces, head)[:, :-1]
     loss = weight[:, :-1] * -(logpi * sg(adv) + cfg.actent * ent)
     return loss, retnorm, dict(adv=adv, logpi=logpi, ent=ent, offset=offset, scale=scale)
 
@@ -612,6 +660,41 @@ def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: di
     return metrics
 
 
+# Our loss terms by HEAD's names (agent.py:156-245 @e3f0224); decoder keys keep theirs.
+HEAD_LOSS_NAMES = {"reward": "rew", "cont": "con", "actor": "policy", "critic": "value",
+                   "replay_critic": "repval"}
+
+
+def head_loss_order(spaces: Spaces, losses: dict) -> list[str]:
+    """HEAD's order of the loss terms, in which it sums the total (agent.py:166-240)."""
+    order = ["dyn", "rep", "reward", "cont", *spaces.dec_keys, "actor", "critic",
+             "replay_critic"]
+    return [k for k in order if k in losses]
+
+
+def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, parts: dict,
+                      losses: dict) -> dict:
+    """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
+    @e3f0224), plus our `<term>_loss` means that the driver and the plots read."""
+    metrics = dict(wm["metrics"])
+    adv, ret = parts["adv"], img["ret"]
+    ret_normed = (ret - parts["offset"]) / parts["scale"]
+    metrics.update({
+        "adv": adv.mean(), "adv_std": adv.std(), "adv_mag": jnp.abs(adv).mean(),
+        "rew": img["rew"].mean(), "con": img["con"].mean(), "ret": ret_normed.mean(),
+        "val": img["val"].mean(), "tar": ret.mean(), "weight": img["weight"].mean(),
+        "slowval": img["slowval"].mean(), "ret_min": ret_normed.min(),
+        "ret_max": ret_normed.max(),
+        "ret_rate": (jnp.abs(ret_normed) >= 1.0).astype(f32).mean(),
+        "ent/action": parts["ent"].mean()})
+    if spaces.act_discrete:  # the continuous policy's Agg hides minent (agent.py:440)
+        metrics["rand/action"] = parts["ent"].mean() / np.log(spaces.act_dim)
+    for k, v in losses.items():
+        metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = v.mean()
+        metrics[f"{k}_loss"] = v.mean()
+    return metrics
+
+
 def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Spaces,
             data: dict, carry: dict, key):
     """Agent.loss (agent.py:225-399) on trained rows.
@@ -622,6 +705,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     Returns (total, aux) with aux = dict(losses (scaled, per element), post, embed,
     prevacts, carry, metrics, retnorm (updated state), diag (intermediates)).
     """
+    head = nets.is_head(cfg)
     k_obs, k_img = jax.random.split(key)
     wm = world_model(params, cfg, spaces, data, carry, k_obs)
     losses = dict(wm["losses"])
@@ -632,16 +716,24 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     if cfg.replay_critic_loss:
         losses["replay_critic"], replay_ret, boot = replay_critic_loss(
             params, slow, cfg, data, wm["feat"], img["ret"])
-    metrics = loss_metrics(cfg, spaces, data, wm, img, parts, losses, replay_ret)
     scales = loss_scales(cfg, spaces)
+    if head:
+        B, T = data["is_first"].shape
+        for k in ("actor", "critic"):  # HEAD returns them averaged over the horizon
+            losses[k] = losses[k].mean(1).reshape((B, T))
+        metrics = loss_metrics_head(cfg, spaces, wm, img, parts, losses)
+        total = sum(losses[k].mean() * scales[k] for k in head_loss_order(spaces, losses))
+    else:
+        metrics = loss_metrics(cfg, spaces, data, wm, img, parts, losses, replay_ret)
     scaled = {k: v * scales[k] for k, v in losses.items()}
-    total = jnp.stack([v.mean() for v in scaled.values()]).sum()
+    if not head:
+        total = jnp.stack([v.mean() for v in scaled.values()]).sum()
     new_carry = {"deter": wm["newlat"]["deter"], "stoch": wm["newlat"]["stoch"],
                  "action": data["action"][:, -1]}
     diag = {k: img[k] for k in ("traj", "acts", "rew", "con", "val", "slowval", "weight",
                                 "critic_logits", "slow_logits", "ret", "adist")}
     diag.update(parts, replay_ret=replay_ret, boot=boot)
-    aux = {"losses": scaled, "post": wm["post"], "embed": wm["embed"],
+    aux = {"losses": scaled, "unscaled": losses, "post": wm["post"], "embed": wm["embed"],
            "prevacts": wm["prevacts"], "carry": new_carry, "metrics": metrics,
            "retnorm": retnorm, "diag": diag, "dec": wm["dec"]}
     return total, aux
@@ -694,11 +786,13 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
+    head = nets.is_head(cfg)
     slow, count = slow_update(state.slow, params["critic"], state.updates,
-                              cfg.slow_critic_fraction, cfg.slow_critic_update)
+                              cfg.slow_critic_fraction, cfg.slow_critic_update,
+                              copy_first=not head)
     metrics = dict(aux["metrics"])
     metrics["opt_loss"] = total
-    metrics.update(optimizer_metrics(grads, updates, params, step))
+    metrics.update(optimizer_metrics(grads, updates, params, step, rms=head))
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
                            retnorm=aux["retnorm"], step=step, updates=count)
     post = aux["post"]

@@ -15,6 +15,7 @@ its distributions (:220). With float32 every cast is the identity (numerics.cast
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -23,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dreamerjax.algo import numerics as nm
-from dreamerjax.config.defaults import AgentConfig, RSSMConfig
+from dreamerjax.config.defaults import HEAD_REF, AgentConfig, RSSMConfig
 
 sg = jax.lax.stop_gradient
 f32 = jnp.float32
@@ -43,12 +44,12 @@ def init_linear(key, din: int, dout: int, outscale: float = 1.0, norm: bool = Fa
     return p
 
 
-def linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
+def linear(p: dict, x: jnp.ndarray, norm32: bool = False) -> jnp.ndarray:
     """x [..., din] -> [..., dout] in x's dtype; norm + SiLU when the layer has a norm
-    (hidden layer)."""
+    (hidden layer). norm32: the norm computes in float32 (HEAD, numerics.rms_norm)."""
     x = x @ nm.cast(p["kernel"], x.dtype) + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
-        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"], in_f32=norm32))
     return x
 
 
@@ -87,11 +88,11 @@ def grouped_matmul(x: jnp.ndarray, kernel: jnp.ndarray) -> jnp.ndarray:
     return y.reshape((*x.shape[:-1], g * o))
 
 
-def block_linear(p: dict, x: jnp.ndarray) -> jnp.ndarray:
+def block_linear(p: dict, x: jnp.ndarray, norm32: bool = False) -> jnp.ndarray:
     """x [..., G * I] -> [..., G * O] in x's dtype; each group multiplies its own block."""
     x = grouped_matmul(x, nm.cast(p["kernel"], x.dtype)) + nm.cast(p["bias"], x.dtype)
     if "norm" in p:
-        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"], in_f32=norm32))
     return x
 
 
@@ -104,10 +105,15 @@ def init_mlp(key, din: int, units: int, layers: int, prefix: str) -> dict:
     return out
 
 
-def mlp(p: dict, x: jnp.ndarray, layers: int, prefix: str) -> jnp.ndarray:
+def mlp(p: dict, x: jnp.ndarray, layers: int, prefix: str, norm32: bool = False):
     for i in range(layers):
-        x = linear(p[f"{prefix}{i}"], x)
+        x = linear(p[f"{prefix}{i}"], x, norm32)
     return x
+
+
+def is_head(cfg: AgentConfig) -> bool:
+    """Whether cfg follows the reference's HEAD (e3f0224) rather than 29eb964."""
+    return cfg.reference == HEAD_REF
 
 
 def feat(lat: dict) -> jnp.ndarray:
@@ -154,23 +160,24 @@ def rssm_initial(cfg: RSSMConfig, batch: int) -> dict:
     }
 
 
-def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action):
+def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action, head: bool = False):
     """One block-GRU step: deter [B, D], stoch [B, S, C], action [B, A] -> deter [B, D],
-    all in one (the compute) dtype."""
+    all in one (the compute) dtype. head: HEAD's norms in float32 (rssm.py:135-159
+    @e3f0224, the same cell otherwise)."""
     g = cfg.blocks
     dt = deter.dtype
     stoch = stoch.reshape((stoch.shape[0], -1))
     action = action / sg(jnp.maximum(1.0, jnp.abs(action)))
-    x0 = linear(p["dynin0"], deter)
-    x1 = linear(p["dynin1"], stoch)
-    x2 = linear(p["dynin2"], action)
+    x0 = linear(p["dynin0"], deter, head)
+    x1 = linear(p["dynin1"], stoch, head)
+    x2 = linear(p["dynin2"], action, head)
     x = jnp.concatenate([x0, x1, x2], -1)
     p0 = p["dyn0"]
     k = nm.cast(p0["kernel"], dt)  # [g, D/g + 3H, O/g]
     x = _dyn0_product(deter, x, k) + nm.cast(p0["bias"], dt)
-    x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"]))
+    x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"], in_f32=head))
     for i in range(1, cfg.dynlayers):
-        x = block_linear(p[f"dyn{i}"], x)
+        x = block_linear(p[f"dyn{i}"], x, head)
     kc, bc = nm.cast((p["dyncore"]["kernel"], p["dyncore"]["bias"]), dt)
     i, o = kc.shape[1], kc.shape[2] // 3
     if not _per_group(x):
@@ -217,28 +224,41 @@ def _gru_gates(reset, cand, update, deter):
     return update * cand + (1 - update) * deter
 
 
-def _logit(p: dict, cfg: RSSMConfig, x):
+def _logit(p: dict, cfg: RSSMConfig, x, head: bool = False):
+    """The latent's logits [..., S, C]. 29eb964 mixes in the uniform here, in the compute
+    dtype, and keeps the mixed logits (nets.py:212-216 @29eb964); HEAD keeps the raw
+    linear output and mixes in float32 where it builds the distribution
+    (rssm.py:168-176, outs.py:210-217 @e3f0224): `latent_dist_logits`."""
     x = linear(p, x)
     x = x.reshape((*x.shape[:-1], cfg.stoch, cfg.classes))
-    return nm.unimix_logits(x, cfg.unimix)
+    return x if head else nm.unimix_logits(x, cfg.unimix)
 
 
-def prior_logit(p: dict, cfg: RSSMConfig, deter):
-    """deter [..., D] -> prior logits [..., S, C] (nets.py:112-117)."""
+def latent_dist_logits(cfg: RSSMConfig, logit, head: bool = False):
+    """The float32 logits of a latent's distribution from what `_logit` keeps."""
+    if head:
+        return nm.unimix_logits(nm.cast(logit, f32), cfg.unimix)
+    return nm.cast(logit, f32)
+
+
+def prior_logit(p: dict, cfg: RSSMConfig, deter, head: bool = False):
+    """deter [..., D] -> prior logits [..., S, C] (nets.py:112-117 @29eb964,
+    rssm.py:161-166 @e3f0224)."""
     x = deter
     for i in range(cfg.imglayers):
-        x = linear(p[f"img{i}"], x)
-    return _logit(p["imglogit"], cfg, x)
+        x = linear(p[f"img{i}"], x, head)
+    return _logit(p["imglogit"], cfg, x, head)
 
 
-def _sample(key, logit, mode: bool):
+def _sample(key, cfg: RSSMConfig, logit, mode: bool, head: bool = False):
     """A straight-through one-hot of the float32 logits (nets.py:220), in the logits'
     dtype (nets.py:70)."""
-    lf = nm.cast(logit, f32)
+    lf = latent_dist_logits(cfg, logit, head)
     return nm.cast(nm.onehot_mode(lf) if mode else nm.onehot_sample(key, lf), logit.dtype)
 
 
-def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode=False):
+def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode=False,
+             head=False):
     """Posterior step. carry {deter [B,D], stoch [B,S,C]}, action [B,A], embed [B,E],
     is_first [B] -> (carry, outs {deter, stoch, logit}). The carry and the previous action
     are zeroed where is_first (nets.py:63-64). Computes in embed's dtype, the compute dtype:
@@ -248,26 +268,26 @@ def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode
     deter = carry["deter"] * keep[:, None]
     stoch = carry["stoch"] * keep[:, None, None]
     action = action * keep[:, None]
-    deter = gru_step(p, cfg, deter, stoch, action)
+    deter = gru_step(p, cfg, deter, stoch, action, head)
     x = embed if cfg.absolute else jnp.concatenate([deter, embed], -1)
     for i in range(cfg.obslayers):
-        x = linear(p[f"obs{i}"], x)
-    logit = _logit(p["obslogit"], cfg, x)
-    stoch = _sample(key, logit, mode)
+        x = linear(p[f"obs{i}"], x, head)
+    logit = _logit(p["obslogit"], cfg, x, head)
+    stoch = _sample(key, cfg, logit, mode, head)
     return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
 
 
-def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False):
+def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False, head=False):
     """Prior step: carry {deter, stoch}, action [B, A] -> (carry, outs), in the carry's
     dtype (the action is cast to it, nets.py:82)."""
     action = nm.cast(action, carry["deter"].dtype)
-    deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action)
-    logit = prior_logit(p, cfg, deter)
-    stoch = _sample(key, logit, mode)
+    deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action, head)
+    logit = prior_logit(p, cfg, deter, head)
+    stoch = _sample(key, cfg, logit, mode, head)
     return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
 
 
-def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False):
+def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False, head=False):
     """Scan obs_step over time. actions [B,T,A], embed [B,T,E], is_first [B,T] ->
     (carry, outs with [B, T, ...]), in embed's dtype."""
     carry = nm.cast(carry, embed.dtype)
@@ -277,22 +297,27 @@ def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False
 
     def step(c, inp):
         a, e, f, k = inp
-        return obs_step(p, cfg, c, a, e, f, k, mode)
+        return obs_step(p, cfg, c, a, e, f, k, mode, head)
 
     carry, outs = jax.lax.scan(step, carry, (swap(actions), swap(embed), swap(is_first), keys))
     return carry, jax.tree.map(swap, outs)
 
 
-def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float):
-    """Dynamics and representation losses [B, T] with free bits (nets.py:97-110), float32:
-    the distributions take float32 logits (nets.py:220)."""
-    prior = nm.cast(prior_logit(p, cfg, outs["deter"]), f32)
-    post = nm.cast(outs["logit"], f32)
+def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float, head: bool = False):
+    """Dynamics and representation losses [B, T] with free bits (nets.py:97-110 @29eb964,
+    rssm.py:120-133 @e3f0224), float32: the distributions take float32 logits
+    (nets.py:220). Metrics: 29eb964's prior_ent / post_ent statistics, or HEAD's means
+    dyn_ent / rep_ent with its entropy formula."""
+    prior = latent_dist_logits(cfg, prior_logit(p, cfg, outs["deter"], head), head)
+    post = latent_dist_logits(cfg, outs["logit"], head)
     dyn = nm.categorical_kl(sg(post), prior).sum(-1)
     rep = nm.categorical_kl(post, sg(prior)).sum(-1)
     if free:
         dyn = jnp.maximum(dyn, free)
         rep = jnp.maximum(rep, free)
+    if head:
+        return dyn, rep, {"dyn_ent": nm.categorical_entropy(prior).sum(-1).mean(),
+                          "rep_ent": nm.categorical_entropy(post).sum(-1).mean()}
     metrics = {}
     metrics.update(nm.tensorstats(nm.onehot_entropy(prior).sum(-1), "prior_ent"))
     metrics.update(nm.tensorstats(nm.onehot_entropy(post).sum(-1), "post_ent"))
@@ -381,17 +406,21 @@ def _conv2d_bwd(strides, padding, lhs_dilation, res, dy):
 conv2d.defvjp(_conv2d_fwd, _conv2d_bwd)
 
 
-def _conv(p, x, stride, transp=False):
+def _conv(p, x, stride, transp=False, pool=False, norm32=False):
     """Conv2D (nets.py:539-596), 'SAME' padding, HWIO kernel, in x's dtype; norm + SiLU
     when it has a norm. Transposed convolutions use the stored kernel as it is
-    (transpose_kernel off)."""
+    (transpose_kernel off). pool: a 2 x 2 max-pool between the convolution and the norm
+    (HEAD's encoder stage, rssm.py:237-241 @e3f0224)."""
     kernel = nm.cast(p["kernel"], x.dtype)
     strides, padding, dilation = same_conv_args(x.shape[-3:-1], kernel.shape[0], stride,
                                                 transp)
     x = conv2d(x, kernel, strides, padding, dilation)
     x = x + nm.cast(p["bias"], x.dtype)
+    if pool:
+        n, h, w, c = x.shape
+        x = x.reshape((n, h // 2, 2, w // 2, 2, c)).max((2, 4))
     if "norm" in p:
-        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"]))
+        x = jax.nn.silu(nm.rms_norm(x, p["norm"]["scale"], in_f32=norm32))
     return x
 
 
@@ -438,7 +467,7 @@ def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
     """SimpleEncoder params (nets.py:223-277): `mlp{i}` on the concatenated vector keys,
     `conv{i}` on the channel-concatenated image keys. Returns (params, embed_dim), the
     embedding being [vector MLP units, flattened CNN features]."""
-    e = cfg.enc
+    e = cnn_config(cfg, cfg.enc, spaces, spaces.enc_image_keys)
     obs = spaces.obs_dict()
     kv, kc = jax.random.split(key)
     p, edim = {}, 0
@@ -457,6 +486,22 @@ def init_encoder(key, cfg: AgentConfig, spaces) -> tuple[dict, int]:
     return p, edim
 
 
+def cnn_config(cfg: AgentConfig, part, spaces, image_keys):
+    """The encoder's or decoder's config (`part`) with its final resolution: 29eb964's
+    `minres` key, or at HEAD the image side over 2 per stage (rssm.py:242-243, 309-312
+    @e3f0224, which asserts it in [3, 16])."""
+    if not is_head(cfg) or not image_keys:
+        return part
+    res = spaces.obs_dict()[image_keys[0]][0][0]
+    stages = len(part.mults) - int(part.outer)
+    minres = res // 2 ** stages
+    if not 3 <= minres <= 16 or minres * 2 ** stages != res:
+        raise ValueError(f"{res}-pixel images with {len(part.mults)} CNN stages end at "
+                         f"{res / 2 ** stages:g} pixels; HEAD needs a whole side in "
+                         "[3, 16]: set enc.simple.mults / dec.simple.mults")
+    return dataclasses.replace(part, minres=minres)
+
+
 def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
     """Preprocessed float observations {name: [*B, *shape]} -> embed [*B, E] in the
     compute dtype.
@@ -464,6 +509,8 @@ def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
     Vector keys are concatenated, symlogged in float32 and go through the MLP; image keys
     are concatenated along channels in the compute dtype, shifted by -0.5 and go through
     the CNN; the two outputs are concatenated vectors first (nets.py:246-277)."""
+    if is_head(cfg):
+        return _encode_head(p, cfg, spaces, obs)
     e = cfg.enc
     dt = nm.compute_dtype(cfg.compute_dtype)
     outs = []
@@ -477,6 +524,30 @@ def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
         x = x.reshape((-1, *x.shape[-3:])) - 0.5
         for i, s in enumerate(cnn_strides(e, x.shape[-3])):
             x = _conv(p[f"conv{i}"], x, s)
+        outs.append(x.reshape((*bshape, -1)))
+    return jnp.concatenate(outs, -1) if len(outs) > 1 else outs[0]
+
+
+def _encode_head(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
+    """HEAD's encoder (rssm.py:210-250 @e3f0224): the vector keys in sorted order
+    (nets.py:471 DictConcat), each symlogged in float32 and cast, through the MLP; the image
+    keys sorted, shifted by -0.5, through stages of a stride-1 convolution, a 2 x 2
+    max-pool, the norm and SiLU; every norm in float32. [*B, E] in the compute dtype."""
+    e = cfg.enc
+    dt = nm.compute_dtype(cfg.compute_dtype)
+    outs = []
+    vkeys = sorted(spaces.enc_vector_keys)
+    if vkeys:
+        squish = nm.symlog if e.symlog else (lambda v: v)
+        x = jnp.concatenate([nm.cast(squish(obs[k].astype(f32)), dt) for k in vkeys], -1)
+        outs.append(mlp(p, x, e.layers, "mlp", norm32=True))
+    ikeys = sorted(spaces.enc_image_keys)
+    if ikeys:
+        x = jnp.concatenate([nm.cast(obs[k], dt) for k in ikeys], -1)
+        bshape = x.shape[:-3]
+        x = x.reshape((-1, *x.shape[-3:])) - 0.5
+        for i in range(len(e.mults)):
+            x = _conv(p[f"conv{i}"], x, 1, pool=True, norm32=True)
         outs.append(x.reshape((*bshape, -1)))
     return jnp.concatenate(outs, -1) if len(outs) > 1 else outs[0]
 
@@ -501,7 +572,7 @@ def init_decoder(key, cfg: AgentConfig, spaces) -> dict:
     `out_<key>` per vector key, and for the image keys the block-linear `space0` on deter,
     `space1hid` / `space1` on stoch, `spacenorm`, transposed `conv{i}` and `imgout` with
     the image keys' channels."""
-    d = cfg.dec
+    d = cnn_config(cfg, cfg.dec, spaces, spaces.dec_image_keys)
     r = cfg.rssm
     obs = spaces.obs_dict()
     fdim = r.deter + r.stoch * r.classes
@@ -544,19 +615,54 @@ def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
     is symexp of it), images in pixel space in [0, 1] (sigmoid); vectors first. The latent
     is cast to the compute dtype first (nets.py:316,329,339-340)."""
     d = cfg.dec
+    head = is_head(cfg)
     lat = nm.cast({k: lat[k] for k in ("deter", "stoch")}, nm.compute_dtype(cfg.compute_dtype))
     outs = {}
     if spaces.dec_vector_keys:
-        x = mlp(p, feat(lat), d.layers, "mlp")
+        x = mlp(p, _decoder_input(lat, head), d.layers, "mlp", norm32=head)
         for name in spaces.dec_vector_keys:
             outs[name] = nm.cast(linear(p[out_name(name)]["out"], x), f32)
     if spaces.dec_image_keys:
-        x = nm.cast(_decode_image(p, cfg, lat), f32)
+        dcfg = dataclasses.replace(cfg, dec=cnn_config(cfg, d, spaces, spaces.dec_image_keys))
+        image = _decode_image_head if head else _decode_image
+        x = nm.cast(image(p, dcfg, lat), f32)
         sizes = [spaces.obs_dict()[k][0][-1] for k in spaces.dec_image_keys]
         for name, part in zip(spaces.dec_image_keys, jnp.split(x, np.cumsum(sizes)[:-1], -1),
                               strict=True):
             outs[name] = part
     return outs
+
+
+def _decoder_input(lat: dict, head: bool) -> jnp.ndarray:
+    """The vector decoder's input: [deter, stoch] at 29eb964 (nets.py:316), [stoch, deter]
+    at HEAD (rssm.py:293)."""
+    if not head:
+        return feat(lat)
+    stoch = lat["stoch"]
+    return jnp.concatenate([stoch.reshape((*stoch.shape[:-2], -1)), lat["deter"]], -1)
+
+
+def _decode_image_head(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
+    """HEAD's image decoder (rssm.py:308-350 @e3f0224, bspace > 0, strided off): the same
+    block-linear / hidden-stoch start as 29eb964, then per stage a 2x nearest-neighbour
+    repeat and a stride-1 convolution (norm, SiLU), the last one `imgout`; sigmoid. Norms
+    in float32. [..., H, W, sum C]."""
+    d, r = cfg.dec, cfg.rssm
+    deter, stoch = lat["deter"], lat["stoch"]
+    bshape = deter.shape[:-1]
+    depths = [d.depth * m for m in d.mults]
+    g, mr = d.block_space, d.minres
+    x0 = block_linear(p["space0"], deter.reshape((-1, r.deter)))
+    x0 = x0.reshape((-1, g, mr, mr, depths[-1] // g)).transpose((0, 2, 3, 1, 4))
+    x0 = x0.reshape((-1, mr, mr, depths[-1]))
+    x1 = linear(p["space1hid"], stoch.reshape((-1, r.stoch * r.classes)), norm32=True)
+    x1 = linear(p["space1"], x1).reshape((-1, mr, mr, depths[-1]))
+    x = jax.nn.silu(nm.rms_norm(x0 + x1, p["spacenorm"]["scale"], in_f32=True))
+    up = lambda v: v.repeat(2, -2).repeat(2, -3)  # noqa: E731
+    for i in reversed(range(len(depths) - 1)):
+        x = _conv(p[f"conv{i}"], up(x), 1, norm32=True)
+    x = jax.nn.sigmoid(_conv(p["imgout"], up(x), 1))
+    return x.reshape((*bshape, *x.shape[1:]))
 
 
 def _decode_image(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
@@ -593,20 +699,25 @@ def init_head(key, din: int, units: int, layers: int, dout: int, outscale: float
     return p
 
 
-def head(p: dict, x: jnp.ndarray, layers: int, dtype, name: str = "dist", out: str = "out"):
+def head(p: dict, x: jnp.ndarray, layers: int, dtype, name: str = "dist", out: str = "out",
+         norm32: bool = False):
     """x [..., F] -> raw outputs [..., dout], float32 (nets.py:442); the layers compute in
     `dtype` (MLP's Input casts to the compute dtype, nets.py:393)."""
-    x = mlp(p, nm.cast(x, dtype), layers, "h")
+    x = mlp(p, nm.cast(x, dtype), layers, "h", norm32)
     return nm.cast(linear(p[name][out], x), f32)
 
 
-def twohot_width(bins: int) -> int:
-    """Two-hot heads pad an odd bin count by one output and drop it (nets.py:437-443)."""
+def twohot_width(bins: int, head: bool = False) -> int:
+    """Two-hot heads pad an odd bin count by one output and drop it (nets.py:437-443
+    @29eb964); HEAD's have exactly `bins` outputs (heads.py:132-144 @e3f0224)."""
+    if head:
+        return bins
     return bins + bins % 2
 
 
-def twohot_logits(p: dict, x: jnp.ndarray, layers: int, bins: int, dtype) -> jnp.ndarray:
-    out = head(p, x, layers, dtype)
+def twohot_logits(p: dict, x: jnp.ndarray, layers: int, bins: int, dtype,
+                  norm32: bool = False) -> jnp.ndarray:
+    out = head(p, x, layers, dtype, norm32=norm32)
     return out[..., :bins]
 
 

@@ -257,6 +257,43 @@ def categorical_kl(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
         * (jax.nn.log_softmax(logits_p, -1) - jax.nn.log_softmax(logits_q, -1)), -1)
 
 
+# --------------------------------------------------------------------------- HEAD's outputs
+
+# The distributions of HEAD (embodied/jax/outs.py @e3f0224) write some formulas otherwise
+# than tfp did for 29eb964; the same quantities, other float32 roundings.
+
+
+def categorical_log_prob(logits: jax.Array, onehot: jax.Array) -> jax.Array:
+    """sum(log_softmax(logits) * onehot(index)): `[..., C]` -> `[...]` (outs.py:226-228)."""
+    return (jax.nn.log_softmax(logits, -1) * sg(onehot.astype(logits.dtype))).sum(-1)
+
+
+def categorical_entropy(logits: jax.Array) -> jax.Array:
+    """-sum(softmax * log_softmax): `[..., C]` -> `[...]` (outs.py:230-234)."""
+    return -(jax.nn.softmax(logits, -1) * jax.nn.log_softmax(logits, -1)).sum(-1)
+
+
+def binary_log_prob(logit: jax.Array, x: jax.Array) -> jax.Array:
+    """x log sigmoid(l) + (1 - x) log sigmoid(-l), soft labels allowed (outs.py:197-201)."""
+    x = x.astype(f32)
+    return x * jax.nn.log_sigmoid(logit) + (1 - x) * jax.nn.log_sigmoid(-logit)
+
+
+def binary_prob1(logit: jax.Array) -> jax.Array:
+    """exp(log p(1)), HEAD's continue prediction `prob(1)` (outs.py:30-31)."""
+    return jnp.exp(binary_log_prob(logit, jnp.ones_like(logit)))
+
+
+def normal_log_prob_scipy(mean: jax.Array, std: jax.Array, x: jax.Array) -> jax.Array:
+    """jax.scipy.stats.norm.logpdf summed over the last axis (outs.py:174-176, Agg)."""
+    return jax.scipy.stats.norm.logpdf(x.astype(f32), mean, std).sum(-1)
+
+
+def normal_entropy_head(std: jax.Array) -> jax.Array:
+    """0.5 log(2 pi std^2) + 0.5 summed over the last axis (outs.py:178-179, Agg)."""
+    return (0.5 * jnp.log(2 * jnp.pi * jnp.square(std)) + 0.5).sum(-1)
+
+
 # --------------------------------------------------------------------------- Bernoulli
 
 
@@ -351,9 +388,14 @@ def truncated_normal_init(
     return value * outscale
 
 
-def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-4) -> jax.Array:
-    """x * (rsqrt(mean(x^2, -1) + eps) * scale) (nets.py:758-763, Norm 'rms'), in x's
-    dtype: bfloat16 stays bfloat16 there (only float16 is computed in float32)."""
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float = 1e-4,
+             in_f32: bool = False) -> jax.Array:
+    """x * (rsqrt(mean(x^2, -1) + eps) * scale) (nets.py:758-763 @29eb964, Norm 'rms'), in
+    x's dtype: bfloat16 stays bfloat16 there (only float16 is computed in float32).
+    in_f32: HEAD's Norm instead computes in float32 and casts the result back to x's
+    dtype (embodied/jax/nets.py:374-399 @e3f0224); the same under float32."""
+    if in_f32 and x.dtype != f32:
+        return rms_norm(x.astype(f32), scale, eps).astype(x.dtype)
     mult = jax.lax.rsqrt(jnp.mean(x * x, -1)[..., None] + eps) * scale.astype(x.dtype)
     return x * mult
 
@@ -405,6 +447,8 @@ __all__ = [
     "unimix_logits", "onehot_sample", "onehot_mode", "onehot_log_prob", "onehot_entropy",
     "categorical_kl", "bernoulli_log_prob", "bernoulli_mean", "normal_params",
     "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",
+    "categorical_log_prob", "categorical_entropy", "binary_log_prob", "binary_prob1",
+    "normal_log_prob_scipy", "normal_entropy_head",
     "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats", "COMPUTE_DTYPES",
     "compute_dtype", "cast",
 ]

@@ -133,21 +133,32 @@ def scale_by_warmup(warmup: int) -> optax.GradientTransformation:
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def make_optimizer(cfg: OptConfig) -> optax.GradientTransformation:
-    """The reference's default `opt` (configs.yaml `opt`, jaxutils.py:429-457).
+def head_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
+    """HEAD's learning rate (agent.py:366-378 @e3f0224): a linear ramp from 0 over
+    `warmup` updates joined to the constant lr, applied by optax's scale_by_learning_rate
+    (u * -lr_t) where 29eb964 scales by -lr and then by the warmup factor."""
+    sched = optax.constant_schedule(cfg.lr)
+    if cfg.warmup:
+        ramp = optax.linear_schedule(0.0, cfg.lr, cfg.warmup)
+        sched = optax.join_schedules([ramp, sched], [cfg.warmup])
+    return optax.scale_by_learning_rate(sched)
+
+
+def make_optimizer(cfg: OptConfig, head: bool = False) -> optax.GradientTransformation:
+    """The reference's default `opt` (configs.yaml `opt`, jaxutils.py:429-457 @29eb964;
+    agent.py:342-379 @e3f0224 when `head`).
 
     AGC is left out when cfg.agc == 0, as in the reference. The state is a tuple; read it
-    with `opt_moments` / `opt_step`.
+    with `opt_moments` / `opt_step` (HEAD's chain keeps a warmup-0 stage as its counter).
     """
     chain = []
-    if cfg.agc:
-        chain.append(scale_by_agc(cfg.agc, cfg.pmin))
-    chain += [
-        scale_by_rms(cfg.beta2, cfg.eps),
-        scale_by_momentum(cfg.beta1),
-        optax.scale(-cfg.lr),
-        scale_by_warmup(cfg.warmup),
-    ]
+    if cfg.agc or head:  # HEAD's clip_by_agc passes the updates through when agc == 0
+        chain.append(scale_by_agc(cfg.agc, cfg.pmin) if cfg.agc else optax.identity())
+    chain += [scale_by_rms(cfg.beta2, cfg.eps), scale_by_momentum(cfg.beta1)]
+    if head:
+        chain += [head_learning_rate(cfg), scale_by_warmup(0)]
+    else:
+        chain += [optax.scale(-cfg.lr), scale_by_warmup(cfg.warmup)]
     return optax.chain(*chain)
 
 
@@ -177,15 +188,29 @@ def global_norm(tree: Any) -> jax.Array:
     return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves))
 
 
+def tree_rms(tree: Any) -> jax.Array:
+    """sqrt(sum of squares / element count) over every leaf (embodied/jax/nets.py:120-124
+    @e3f0224)."""
+    leaves = jax.tree.leaves(tree)
+    count = sum(x.size for x in leaves)
+    sumsq = jnp.stack([jnp.square(x).sum().astype(f32) for x in leaves]).sum()
+    return jnp.sqrt(sumsq / f32(count))
+
+
 def optimizer_metrics(
-    grads: Any, updates: Any, new_params: Any, step: jax.Array
+    grads: Any, updates: Any, new_params: Any, step: jax.Array, rms: bool = False
 ) -> dict[str, jax.Array]:
     """The reference's optimizer metrics (jaxutils.py:525-549) under the `opt_` prefix.
 
     grads: raw gradients (before AGC); updates: the applied update; new_params: params
-    after the update; step: update count after this update (int32).
+    after the update; step: update count after this update (int32). rms: add HEAD's
+    grad_rms / update_rms / param_rms (opt.py:73-79 @e3f0224).
     """
     count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(new_params))
+    if rms:
+        return {**optimizer_metrics(grads, updates, new_params, step),
+                "opt_grad_rms": tree_rms(grads), "opt_update_rms": tree_rms(updates),
+                "opt_param_rms": tree_rms(new_params)}
     return {
         "opt_grad_norm": global_norm(grads),
         "opt_update_norm": global_norm(updates),
@@ -196,15 +221,18 @@ def optimizer_metrics(
 
 
 def slow_update(
-    slow_params: Any, params: Any, updates_count: jax.Array, fraction: float, period: int
+    slow_params: Any, params: Any, updates_count: jax.Array, fraction: float, period: int,
+    copy_first: bool = True,
 ) -> tuple[Any, jax.Array]:
     """Slow (target) critic EMA, applied after the optimizer step (jaxutils.py:737-762).
 
     mix = clip([count == 0] + fraction * [count % period == 0], 0, 1), so the first call
     copies the critic and later calls mix in `fraction` every `period` updates.
+    copy_first False: HEAD's SlowModel (utils.py:113-119 @e3f0224), which starts as a copy
+    and mixes from the first update on.
     Returns (new_slow_params, count + 1).
     """
-    first = updates_count == 0
+    first = (updates_count == 0) & copy_first
     due = updates_count % period == 0
     # The first call copies outright; afterwards blend in `fraction` when due.
     weight = jnp.where(first, 1.0, jnp.where(due, jnp.float32(fraction), 0.0)).astype(f32)

@@ -64,6 +64,21 @@ def imagined_returns(
     return lambda_return(rew, con, tarval, lam, discount), imag_weight(con, discount)
 
 
+def imagined_returns_head(
+    rew: jax.Array, con: jax.Array, tarval: jax.Array, lam: float, contdisc: bool, horizon: int
+) -> tuple[jax.Array, jax.Array]:
+    """HEAD's (ret `[N, H]`, weight `[N, H+1]`) (agent.py:397-405, 482-490 @e3f0224): the
+    same recursion as `imagined_returns`, written through terminal = 1 - con, whose
+    survival 1 - (1 - con) is not con bit for bit; the weight is cumprod(disc * con) / disc
+    over all H + 1 predicted continues."""
+    disc = 1 if contdisc else 1 - 1 / horizon
+    live = (1 - (1 - con))[:, 1:] * disc
+    cont = jnp.ones_like(live) * lam  # float32 lambda; 1 - cont rounds in float32 as there
+    interm = rew[:, 1:] + (1 - cont) * live * tarval[:, 1:]
+    ret = _reverse_recursion(interm, live * cont, tarval[:, -1])
+    return ret, imag_weight(con, disc)
+
+
 def replay_return(
     reward: jax.Array,
     boot: jax.Array,

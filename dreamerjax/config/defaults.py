@@ -13,6 +13,13 @@ import json
 import math
 from dataclasses import dataclass, field
 
+# The reference versions a run can follow (config key `reference`): danijar/dreamerv3 at
+# 29eb964 (the 2024 code the project was built on) and at e3f0224, its HEAD (the 2025
+# rewrite that the Nature paper's readers run today). docs/deviations.md lists what differs.
+REF_29EB964 = "29eb964"
+HEAD_REF = "e3f0224"
+REFERENCES = (REF_29EB964, HEAD_REF)
+
 
 @dataclass(frozen=True)
 class RSSMConfig:
@@ -165,6 +172,8 @@ class AgentConfig:
     # distribution outputs stay float32 (the reference's default is bfloat16,
     # configs.yaml:24; ours float32, docs/config.md).
     compute_dtype: str = "float32"
+    # The reference version whose numbers this agent reproduces (REFERENCES).
+    reference: str = REF_29EB964
 
 
 # jax.compute_dtype values that run (numerics.compute_dtype maps them to JAX dtypes).
@@ -383,6 +392,23 @@ SIZES: dict[str, dict] = {
 }
 
 
+# HEAD's size presets (configs.yaml:120-158 @e3f0224): the same widths as 29eb964's from
+# 12m on; size1m has CNN depth 4 where our protocol's 1m has 16.
+HEAD_SIZES: dict[str, dict] = {**SIZES, "1m": dict(SIZES["1m"], depth=4)}
+
+
+def head_defaults(base: AgentConfig) -> AgentConfig:
+    """`base` with the values HEAD (e3f0224) gives the parts both versions have
+    (configs.yaml:100-118 @e3f0224): CNN depth multipliers [2, 3, 4, 4] without an outer
+    stage (the encoder max-pools every stage to 64 / 16 = 4 pixels), the vector decoder's
+    output scale 1.0 (`dec.simple.outscale`), no policy unimix (`Head.categorical` has
+    none, heads.py:101-110)."""
+    rep = dataclasses.replace
+    cnn = dict(mults=(2, 3, 4, 4), outer=False, minres=4)
+    return rep(base, enc=rep(base.enc, **cnn), dec=rep(base.dec, vec_outscale=1.0, **cnn),
+               actor_unimix=0.0, reference=HEAD_REF)
+
+
 def _resized(deter: int, hidden: int, classes: int, units: int, depth: int,
              stoch: int | None = None) -> AgentConfig:
     """The reference defaults with the RSSM, MLP widths and CNN depth replaced."""
@@ -397,13 +423,19 @@ def _resized(deter: int, hidden: int, classes: int, units: int, depth: int,
                dec=rep(base.dec, units=units, depth=depth), **heads)
 
 
-def agent_config(size: str = DEFAULT_SIZE, **overrides) -> AgentConfig:
-    """The reference's default agent config resized to a preset.
+def agent_config(size: str = DEFAULT_SIZE, reference: str = REF_29EB964,
+                 **overrides) -> AgentConfig:
+    """The reference's default agent config resized to a preset, of the given reference
+    version (REFERENCES).
 
     `overrides` replace top-level AgentConfig fields after resizing.
     """
+    if reference not in REFERENCES:
+        raise ValueError(f"Unknown reference {reference!r}; known: {', '.join(REFERENCES)}")
     if size not in SIZES:
         raise ValueError(f"Unknown model size {size!r}; known sizes: {', '.join(SIZES)}")
+    if reference == HEAD_REF:
+        return dataclasses.replace(head_defaults(_resized(**HEAD_SIZES[size])), **overrides)
     return dataclasses.replace(_resized(**SIZES[size]), **overrides)
 
 

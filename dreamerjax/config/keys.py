@@ -33,10 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dreamerjax.config import versions
 from dreamerjax.config.defaults import (
     COMPUTE_DTYPES,
     DEFAULT_SIZE,
+    HEAD_REF,
     LOGGER_OUTPUTS,
+    REFERENCES,
     REFUSED_COMPUTE_DTYPES,
     SEED_LOOPS,
     SIZES,
@@ -148,6 +151,8 @@ OUR_KEYS: dict[str, str] = {
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
     "twohot_mean": "agent.twohot_mean",
     "sample_mode": "agent.sample_mode",
+    # The reference version a run follows (29eb964 or e3f0224, config.versions).
+    "reference": "agent.reference",
     # The compiled suites' options (what envs/craftax.py, playground.py, brax.py take).
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
@@ -318,6 +323,7 @@ FLAG_KEYS: dict[str, str] = {
     "driver_parallel": "run.driver_parallel",
     "protocol": "run.protocol",
     "twohot_mean": "twohot_mean",
+    "reference": "reference",
     "cnn_mults": r"(enc|dec)\.simple\.mults",
     "cnn_minres": r"(enc|dec)\.simple\.minres",
 }
@@ -464,7 +470,7 @@ def size_label(agent: AgentConfig) -> str:
     'custom'."""
     widths = _widths(agent)
     for name in SIZES:
-        if _widths(agent_config(name)) == widths:
+        if _widths(agent_config(name, reference=agent.reference)) == widths:
             return name
     return "tiny" if _widths(tiny_agent_config()) == widths else "custom"
 
@@ -629,8 +635,17 @@ def _unknown(key: str, origin: str) -> ConfigError:
     return ConfigError(f"{origin}: unknown key {key!r}{hint}")
 
 
-def _targets(key: str, origin: str, full: bool) -> list[str]:
-    """The known keys a (possibly regex) key sets."""
+def _version_keys(reference: str) -> tuple[dict[str, tuple[str, ...]], dict]:
+    """(key -> internal keys it sets, fixed keys) of a reference version's spelling."""
+    if reference == HEAD_REF:
+        return versions.head_table(OUR_KEYS, KEYS), versions.HEAD_FIXED
+    return {k: (k,) for k in KEYS}, FIXED
+
+
+def _targets(key: str, origin: str, full: bool, reference: str | None = None) -> list[str]:
+    """The known keys a (possibly regex) key sets (in `reference`'s spelling if given)."""
+    if reference is not None:
+        return _version_targets(key, origin, full, reference)
     if not IS_PATTERN.match(key):
         if key in KEYS or key in FIXED:
             return [key]
@@ -643,6 +658,31 @@ def _targets(key: str, origin: str, full: bool) -> list[str]:
     keys = [k for k in known_keys() if match(k)]
     if not keys:
         raise ConfigError(f"{origin}: pattern {key!r} matches no key")
+    return keys
+
+
+def _version_targets(key: str, origin: str, full: bool, reference: str) -> list[str]:
+    """The version-spelled keys (of _version_keys) a key sets; a key of the other version
+    is refused with the reason."""
+    table, fixed = _version_keys(reference)
+    if not IS_PATTERN.match(key):
+        if key in table or key in fixed:
+            return [key]
+        why = versions.refusal(key, reference, OUR_KEYS)
+        if why is not None:
+            raise ConfigError(f"{origin}: {why}")
+        if reference == HEAD_REF and key in KEYS:
+            raise ConfigError(f"{origin}: key {key!r} exists only at 29eb964, not at "
+                              f"{HEAD_REF}")
+        raise _unknown(key, origin)
+    try:
+        pattern = re.compile(key)
+    except re.error as e:
+        raise ConfigError(f"{origin}: key {key!r} is not a valid regex: {e}") from None
+    match = pattern.fullmatch if full else pattern.match
+    keys = [k for k in [*table, *fixed] if match(k)]
+    if not keys:
+        raise ConfigError(f"{origin}: pattern {key!r} matches no key of {reference}")
     return keys
 
 
@@ -660,21 +700,28 @@ def _same_fixed(value: Any, fixed: Any) -> bool:
 
 
 def _apply(flat: dict, origin: dict, updates: Mapping[str, Any], label: str,
-           full: bool) -> None:
+           full: bool, reference: str | None = None) -> None:
+    """Set `updates` on the internal dotted `flat`; keys are spelled as `reference` spells
+    them (None: the internal, 29eb964 spelling, as the flags are)."""
+    table, fixed_keys = _version_keys(reference or REFERENCES[0])
     for key, value in updates.items():
-        for target in _targets(key, label, full):
-            if target in FIXED:
-                fixed, reason = FIXED[target]
+        for target in _targets(key, label, full, reference):
+            if target in fixed_keys:
+                fixed, reason = fixed_keys[target]
                 if not _same_fixed(value, fixed):
                     why = "" if reason == _NOT_CONFIGURABLE else f" ({reason})"
                     raise ConfigError(f"{label}: {target}={value!r} is not supported: only "
                                       f"{fixed!r} is implemented{why}")
                 continue
-            try:
-                flat[target] = _coerce(target, value, _field_type(KEYS[target]))
-            except ConfigError as e:
-                raise ConfigError(f"{label}: {e}") from None
-            origin[target] = label
+            if target == "reference" and reference is not None and value != reference:
+                raise ConfigError(f"{label}: reference={value!r} after the run chose "
+                                  f"{reference!r}: give the version once")
+            for internal in table[target]:
+                try:
+                    flat[internal] = _coerce(internal, value, _field_type(KEYS[internal]))
+                except ConfigError as e:
+                    raise ConfigError(f"{label}: {target}: {e}") from None
+                origin[internal] = label
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -727,12 +774,14 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     cli_fields are the CLI's explicit flags by field name (FLAG_KEYS, plus `size` and
     `tiny`, which append the named configs size<S> / tiny); None means not given.
     """
-    flat: dict[str, Any] = to_dotted(Config())
+    file_keys = load_file(config_file) if config_file is not None else {}
+    reference, ref_label = _chosen_reference(file_keys, sets, cli_fields.pop("reference", None))
+    flat: dict[str, Any] = to_dotted(versions.default_config(reference))
     origin = dict.fromkeys(flat, "defaults")
-    layers = ["defaults"]
+    layers = ["defaults" if reference == REFERENCES[0] else f"defaults ({reference})"]
     if config_file is not None:
         label = f"--config {config_file}"
-        _apply(flat, origin, load_file(config_file), label, full=False)
+        _apply(flat, origin, file_keys, label, full=False, reference=reference)
         layers.append(label)
     named = [(name, f"--configs {name}") for name in configs]
     size, tiny = cli_fields.pop("size", None), cli_fields.pop("tiny", False)
@@ -740,19 +789,22 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         named.append((f"size{size}", f"--size {size}"))
     if tiny:
         named.append(("tiny", "--tiny"))
+    table = versions.HEAD_NAMED if reference == HEAD_REF else NAMED
     for name, label in named:
-        if name not in NAMED:
-            close = difflib.get_close_matches(name, list(NAMED), n=3, cutoff=0.5)
+        if name not in table:
+            close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
-            raise ConfigError(f"{label}: unknown config name (known: "
-                              f"{', '.join(NAMED)}){hint}")
-        _apply(flat, origin, NAMED[name], label, full=False)
+            raise ConfigError(f"{label}: unknown config name of {reference} (known: "
+                              f"{', '.join(table)}){hint}")
+        _apply(flat, origin, table[name], label, full=False, reference=reference)
         layers.append(label)
     for item in sets:
         key, value = parse_set(item)
         label = f"--set {item}"
-        _apply(flat, origin, {key: value}, label, full=True)
+        _apply(flat, origin, {key: value}, label, full=True, reference=reference)
         layers.append(label)
+    flat["reference"] = reference
+    origin["reference"] = ref_label
     for name, value in cli_fields.items():
         if name not in FLAG_KEYS:
             raise TypeError(f"resolve() got an unknown CLI field {name!r}")
@@ -766,6 +818,26 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     return config, Provenance(tuple(layers), origin)
 
 
+def _chosen_reference(file_keys: Mapping[str, Any], sets: Sequence[str],
+                      flag: str | None) -> tuple[str, str]:
+    """(version, where it was given) of a run: the --reference flag, else the last --set
+    reference=..., else the config file's, else 29eb964. Chosen first, since it decides
+    how every other key is spelled and what the defaults are."""
+    chosen, label = REFERENCES[0], "defaults"
+    if "reference" in file_keys:
+        chosen, label = file_keys["reference"], "--config"
+    for item in sets:
+        key, value = parse_set(item)
+        if key == "reference":
+            chosen, label = value, f"--set {item}"
+    if flag is not None:
+        chosen, label = flag, "--reference"
+    if chosen not in REFERENCES:
+        raise ConfigError(f"{label}: reference {chosen!r}; choose one of "
+                          f"{', '.join(REFERENCES)}")
+    return chosen, label
+
+
 def with_sets(config: Config, sets: Sequence[str]) -> Config:
     """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
     given base, e.g. the bench's configuration), validated."""
@@ -773,7 +845,8 @@ def with_sets(config: Config, sets: Sequence[str]) -> Config:
     origin = dict.fromkeys(flat, "config")
     for item in sets:
         key, value = parse_set(item)
-        _apply(flat, origin, {key: value}, f"--set {item}", full=True)
+        _apply(flat, origin, {key: value}, f"--set {item}", full=True,
+               reference=config.agent.reference)
     out = from_dotted(flat)
     validate(out)
     return out
@@ -900,6 +973,9 @@ def _check_choices(flat: dict[str, Any]) -> None:
     if flat["run.seed_loop"] not in SEED_LOOPS:
         raise ConfigError(f"run.seed_loop: {flat['run.seed_loop']!r}; choose one of "
                           f"{', '.join(SEED_LOOPS)}")
+    if flat["reference"] not in REFERENCES:
+        raise ConfigError(f"reference: {flat['reference']!r}; choose one of "
+                          f"{', '.join(REFERENCES)}")
     if flat["twohot_mean"] not in TWOHOT_MEANS:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
@@ -928,16 +1004,22 @@ def _validate_logger(flat: Mapping[str, Any]) -> None:
 def describe(config: Config, provenance: Provenance) -> str:
     """The precedence, the layers applied and every key with its value and origin."""
     flat = to_dotted(config)
+    reference = config.agent.reference
     lines = ["Precedence: defaults < --config FILE < --configs (left to right) "
              "< --set (in order) < explicit flags",
              "Layers applied: " + " < ".join(provenance.layers),
+             f"Reference: danijar/dreamerv3 at {reference} (keys in its spelling)",
              f"Size: {config.size}", "Resolved config (key: value  [origin]):"]
-    width = max(len(k) for k in flat)
-    for key in sorted(flat):
-        value = flat[key]
+    table, _ = _version_keys(reference)
+    shown_keys = {k: targets[0] for k, targets in table.items()}
+    width = max(len(k) for k in shown_keys)
+    for key in sorted(shown_keys):
+        value = flat[shown_keys[key]]
+        origin_key = shown_keys[key]
         shown = json.dumps(list(value) if isinstance(value, tuple) else value)
-        mark = "" if key in REFERENCE_KEYS else "  (dreamerjax's own key)"
-        lines.append(f"  {key.ljust(width)}  {shown}  [{provenance.origin.get(key, '?')}]"
+        own = key in OUR_KEYS and not (reference != HEAD_REF and key in REFERENCE_KEYS)
+        mark = "  (dreamerjax's own key)" if own else ""
+        lines.append(f"  {key.ljust(width)}  {shown}  [{provenance.origin.get(origin_key, '?')}]"
                      f"{mark}")
     return "\n".join(lines)
 
@@ -960,6 +1042,15 @@ def markdown_tables() -> str:
     out += ["", "Keys (and key prefixes) with no meaning here, refused:", "",
             "| key | why |", "|---|---|"]
     out += [f"| `{k}` | {r} |" for k, r in REFUSED.items()]
+    out += ["", f"With `reference: {HEAD_REF}` keys take HEAD's spelling (configs.yaml "
+            f"@{HEAD_REF}); these differ from the ones above (every other key of the first "
+            "table that HEAD spells alike is unchanged; a key of one version is refused in "
+            "the other):", "", "| HEAD key | sets |", "|---|---|"]
+    out += [f"| `{k}` | {', '.join(f'`{t}`' for t in ts)} |"
+            for k, ts in versions.HEAD_ALIASES.items()]
+    out += ["", "HEAD keys with one implemented value:", "", "| key | value | why |",
+            "|---|---|---|"]
+    out += [f"| `{k}` | `{show(v)}` | {r} |" for k, (v, r) in versions.HEAD_FIXED.items()]
     return "\n".join(out) + "\n"
 
 

@@ -35,6 +35,8 @@ from fractions import Fraction
 
 import jax.numpy as jnp
 
+from dreamerjax.config.defaults import HEAD_REF, REF_29EB964
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -67,10 +69,13 @@ def items_after(rows: int, num_envs: int, length: int) -> int:
     return part * per_env(full + 1) + (num_envs - part) * per_env(full)
 
 
-def gate_rows(num_envs: int, batch_size: int, length: int, train_fill: int = 0) -> int:
-    """Smallest row count n >= max(1, train_fill) with items_after(n) >= batch_size."""
+def gate_rows(num_envs: int, batch_size: int, length: int, train_fill: int = 0,
+              min_items: int | None = None) -> int:
+    """Smallest row count n >= max(1, train_fill) with items_after(n) >= min_items
+    (default batch_size)."""
     lo_bound = max(1, train_fill)
-    ok = lambda n: n >= lo_bound and items_after(n, num_envs, length) >= batch_size  # noqa: E731
+    need = batch_size if min_items is None else min_items
+    ok = lambda n: n >= lo_bound and items_after(n, num_envs, length) >= need  # noqa: E731
     hi = lo_bound
     while not ok(hi):
         hi *= 2
@@ -82,11 +87,14 @@ def gate_rows(num_envs: int, batch_size: int, length: int, train_fill: int = 0) 
 
 
 def make_schedule(*, train_ratio: float, batch_size: int, batch_length: int,
-                  replay_context: int, num_envs: int, train_fill: int = 0) -> TrainSchedule:
+                  replay_context: int, num_envs: int, train_fill: int = 0,
+                  min_items: int | None = None) -> TrainSchedule:
     """Build the schedule.
 
     batch_length: trained rows per sequence (RunConfig.batch_length, 64; the reference's
     batch_length 65 minus replay_context). Windows are batch_length + replay_context rows.
+    min_items: replay items before the first update (default batch_size, 29eb964's
+    embodied/run/train.py:82; HEAD's is batch_size * batch_length, train.py:71 @e3f0224).
     """
     if train_ratio < 0:
         raise ValueError(f"train_ratio must be >= 0, got {train_ratio}")
@@ -97,17 +105,18 @@ def make_schedule(*, train_ratio: float, batch_size: int, batch_length: int,
     if p * q > _INT32_MAX or p * num_envs > _INT32_MAX:
         raise ValueError(f"train ratio {train_ratio} gives updates per row {ratio}, too fine "
                          "a fraction for int32 arithmetic; round the train ratio")
-    t0 = gate_rows(num_envs, batch_size, batch_length + replay_context, train_fill)
+    t0 = gate_rows(num_envs, batch_size, batch_length + replay_context, train_fill, min_items)
     return TrainSchedule(num_envs=num_envs, ratio_num=p, ratio_den=q, gate_rows=t0)
 
 
-def schedule_from_config(run) -> TrainSchedule:
+def schedule_from_config(run, reference: str = REF_29EB964) -> TrainSchedule:
     """The schedule of a RunConfig (train_ratio, batch_size, batch_length, replay_context,
-    num_envs; train_fill if present)."""
+    num_envs; train_fill if present) for the reference version's replay gate."""
     return make_schedule(
         train_ratio=run.train_ratio, batch_size=run.batch_size,
         batch_length=run.batch_length, replay_context=run.replay_context,
-        num_envs=run.num_envs, train_fill=run.train_fill)
+        num_envs=run.num_envs, train_fill=run.train_fill,
+        min_items=run.batch_size * run.batch_length if reference == HEAD_REF else None)
 
 
 def check_log_points(steps: int, eval_every: int, num_envs: int) -> None:

@@ -111,7 +111,7 @@ def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
 def updates_per_tick(setup: Setup) -> np.ndarray:
     """Updates owed after each tick of the whole run (exact reference schedule)."""
     run = setup.run
-    sched = schedule_lib.schedule_from_config(run)
+    sched = schedule_lib.schedule_from_config(run, setup.config.agent.reference)
     ticks = np.arange(run.steps // run.num_envs)
     # One jitted program, not the vmap's ops one by one: 18 MiB less RSS for the whole
     # run's 1,250 ticks (docs/performance.md, "Memory"); the same integers.

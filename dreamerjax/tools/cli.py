@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from dreamerjax.config.defaults import DEFAULT_SIZE, SIZES, TWOHOT_MEANS, RunConfig
+from dreamerjax.config.defaults import DEFAULT_SIZE, REFERENCES, SIZES, TWOHOT_MEANS, RunConfig
 
 DEFAULT_ENV = RunConfig.env
 
@@ -138,6 +138,11 @@ class TrainArgs:
     """Summation of the reward and value heads' two-hot expectation: exact (mirror
     difference) or pairsum (the reference's order, with its rounding noise; for studying
     that noise, docs/deviations.md D1)."""
+    reference: Annotated[Literal[REFERENCES] | None, tyro.conf.arg(
+        metavar="{29eb964,e3f0224}", help_behavior_hint="(default: 29eb964)")] = None
+    """The reference version whose numbers the agent reproduces: danijar/dreamerv3 at
+    29eb964 or at e3f0224 (its HEAD); keys and named configs take that version's spelling
+    (config key `reference`, docs/config.md)."""
 
     def run_overrides(self) -> dict[str, Any]:
         """The RunConfig fields given on the command line (None = not given)."""
@@ -275,6 +280,11 @@ class InfoArgs:
     """Image observations: depth multiplier of each conv stage (as for train)."""
     cnn_minres: int | None = None
     """Image observations: resolution after the last conv stage (as for train)."""
+    reference: Annotated[Literal[REFERENCES] | None, tyro.conf.arg(
+        metavar="{29eb964,e3f0224}", help_behavior_hint="(default: 29eb964)")] = None
+    """The reference version whose numbers the agent reproduces: danijar/dreamerv3 at
+    29eb964 or at e3f0224 (its HEAD); keys and named configs take that version's spelling
+    (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
         if self.size is not None and self.size not in SIZES:

@@ -25,6 +25,13 @@ except ModuleNotFoundError as exc:
         raise
 
 
+try:  # checks of the reference's HEAD (e3f0224) fixtures
+    from dreamerjax.tools.parity import head_checks  # noqa: F401
+except ModuleNotFoundError as exc:
+    if exc.name != "dreamerjax.tools.parity.head_checks":
+        raise
+
+
 FIXTURES = "tests/data/reference"  # in a source checkout
 
 

@@ -268,10 +268,10 @@ def deterministic_actor(noise: float | None):
         mean, std = dist
         return noise * std + mean
 
-    def log_prob(dist, spaces, act):
+    def log_prob(dist, spaces, act, head=False):
         if not spaces.act_discrete and not noise:
             act = jax.lax.stop_gradient(jnp.broadcast_to(dist[0], act.shape))
-        return log_prob0(dist, spaces, act)
+        return log_prob0(dist, spaces, act, head)
 
     agent_lib.actor_sample, agent_lib.actor_log_prob = sample, log_prob
     try:
