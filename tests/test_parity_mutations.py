@@ -93,7 +93,7 @@ def test_twohot_rounding_bound_covers_both_summation_orders():
     pairsum = jax.jit(nm.twohot_mean_pairsum)(logits, bins)
     row = agent_checks.compare("random", "pairsum vs exact", pairsum, exact,
                                agent_checks.twohot_bound(logits, bins))
-    assert row.passed and row.max_abs > 0, row
+    assert row.passed and row.max_abs_err > 0, row
 
 
 # ----------------------------------------------------------------------------- HEAD (e3f0224)

@@ -39,6 +39,8 @@ from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config.defaults import AgentConfig, tiny_agent_config
 from dreamerjax.run import records
+from dreamerjax.tools.parity import fixtures as fixtures_lib
+from dreamerjax.tools.parity.fixtures import Row
 
 PREFIX = "agent/"
 EPS32 = float(np.finfo(np.float32).eps)
@@ -135,20 +137,26 @@ def _get(y: dict, path: str):
     return node
 
 
-def config_from_yaml(path: str, **overrides) -> AgentConfig:
-    """The agent config a fixture was made with, from its full flattened config yaml.
-    Every size and hyperparameter we implement is read; an option we do not implement
-    with a non-default value raises ValueError naming the key."""
-    with open(path) as f:
-        y = yaml.safe_load(f)
+def _check_fixed(y: dict, name: str) -> None:
+    """ValueError naming the first option of the fixture's config that we do not implement
+    with a value other than the one we do (_FIXED)."""
     for key, accepted in _FIXED:
         try:
             value = _get(y, key)
         except KeyError:
             continue
         if value not in accepted:
-            raise ValueError(f"{os.path.basename(path)}: {key} = {value!r} is not implemented "
+            raise ValueError(f"{name}: {key} = {value!r} is not implemented "
                              f"(only {accepted[0]!r})")
+
+
+def config_from_yaml(path: str, **overrides) -> AgentConfig:
+    """The agent config a fixture was made with, from its full flattened config yaml.
+    Every size and hyperparameter we implement is read; an option we do not implement
+    with a non-default value raises ValueError naming the key."""
+    with open(path) as f:
+        y = yaml.safe_load(f)
+    _check_fixed(y, os.path.basename(path))
     ls = y["loss_scales"]
     base = tiny_agent_config(sample_mode=True)
     rep = dataclasses.replace
@@ -315,30 +323,15 @@ def batch_from(d: dict, prefix: str, spaces) -> dict:
 # ----------------------------------------------------------------------------- rows
 
 
-@dataclass
-class Row:
-    fixture: str
-    array: str
-    max_abs: float
-    max_rel: float
-    tol: str
-    passed: bool
-    note: str = ""
-
-
 def compare(fixture: str, name: str, ours, ref, tol: Tol, note: str = "") -> Row:
-    ours = np.asarray(ours, np.float64)
-    ref = np.asarray(ref, np.float64)
-    if ours.shape != ref.shape:
-        return Row(fixture, name, np.inf, np.inf, f"shape {ours.shape} vs {ref.shape}", False)
-    diff = np.abs(ours - ref)
-    both_nan = np.isnan(ours) & np.isnan(ref)
-    diff = np.where(both_nan, 0.0, diff)
-    rel = diff / np.maximum(np.abs(ref), 1e-30)
-    ok = bool(np.all(diff <= tol.atol + tol.rtol * np.abs(ref)))
-    max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float(np.where(diff == 0, 0.0, rel).max()) if diff.size else 0.0
-    return Row(fixture, name, max_abs, max_rel, tol.describe(), ok, note)
+    """fixtures.compare with a Tol: |ours - ref| <= atol + rtol * |ref| elementwise."""
+    return fixtures_lib.compare(fixture, name, ours, ref, atol=tol.atol, rtol=tol.rtol,
+                                tol=tol.describe(), note=note)
+
+
+def missing(fixture: str, name: str) -> Row:
+    """A failing row for an array the reference has and we do not."""
+    return Row(fixture, name, None, None, "missing in ours", False)
 
 
 def _probs64(logits) -> np.ndarray:
@@ -597,6 +590,35 @@ VALUE_LIKE = ("adv/", "rew/", "val/", "ret/", "ret_normed/", "replay_ret/", "td_
               "rewstats/pred", "opt_loss", "opt_grad_norm")
 
 
+# The loss fixture's arrays read from our loss outputs: (label, path in ours, tolerance).
+_AC_ARRAYS = (
+    ("replay_outs_deter", ("post", "deter"), DEEP),
+    ("replay_outs_stoch", ("post", "stoch"), TIGHT),
+    ("replay_outs_logit", ("post", "logit"), DEEP),
+    ("prevacts_action", ("prevacts",), TIGHT),
+    ("embed", ("embed",), TIGHT),
+    ("carry_out_deter", ("carry", "deter"), DEEP),
+    ("carry_out_stoch", ("carry", "stoch"), TIGHT),
+    ("carry_out_action", ("carry", "action"), TIGHT),
+    ("retnorm_after_low", ("retnorm", "low"), DEEP),
+    ("retnorm_after_high", ("retnorm", "high"), DEEP),
+    ("diag_imag_deter", ("diag", "traj", "deter"), DEEP),
+    ("diag_imag_stoch", ("diag", "traj", "stoch"), TIGHT),
+    ("diag_imag_logit", ("diag", "traj", "logit"), DEEP),
+    ("diag_imag_action", ("diag", "acts"), TIGHT),
+    ("diag_imag_cont", ("diag", "con"), DEEP),
+    ("diag_imag_weight", ("diag", "weight"), DEEP),
+    ("diag_ret", ("diag", "ret"), DEEP),
+    ("diag_ret_offset", ("diag", "offset"), DEEP),
+    ("diag_ret_scale", ("diag", "scale"), DEEP),
+    ("diag_adv", ("diag", "adv"), DEEP),
+    ("diag_logpi", ("diag", "logpi"), DEEP),
+    ("diag_actor_ent", ("diag", "ent"), DEEP),
+    ("diag_replay_boot", ("diag", "boot"), DEEP),
+    ("diag_replay_ret", ("diag", "replay_ret"), DEEP),
+)
+
+
 def check_ac(directory: str, name: str = "ac_loss.npz", override: Override | None = None
              ) -> list[Row]:
     fx = name
@@ -627,35 +649,30 @@ def check_ac(directory: str, name: str = "ac_loss.npz", override: Override | Non
               "replay_critic"):
         rows.append(c(f"loss_{k}", lambda o, k=k: o["losses"][k], d[f"loss_{k}"], DEEP))
     rows.append(c("loss_total", lambda o: o["total"], d["loss_total"], DEEP))
-    for label, path, tol in (
-        ("replay_outs_deter", ("post", "deter"), DEEP),
-        ("replay_outs_stoch", ("post", "stoch"), TIGHT),
-        ("replay_outs_logit", ("post", "logit"), DEEP),
-        ("prevacts_action", ("prevacts",), TIGHT),
-        ("embed", ("embed",), TIGHT),
-        ("carry_out_deter", ("carry", "deter"), DEEP),
-        ("carry_out_stoch", ("carry", "stoch"), TIGHT),
-        ("carry_out_action", ("carry", "action"), TIGHT),
-        ("retnorm_after_low", ("retnorm", "low"), DEEP),
-        ("retnorm_after_high", ("retnorm", "high"), DEEP),
-        ("diag_imag_deter", ("diag", "traj", "deter"), DEEP),
-        ("diag_imag_stoch", ("diag", "traj", "stoch"), TIGHT),
-        ("diag_imag_logit", ("diag", "traj", "logit"), DEEP),
-        ("diag_imag_action", ("diag", "acts"), TIGHT),
-        ("diag_imag_cont", ("diag", "con"), DEEP),
-        ("diag_imag_weight", ("diag", "weight"), DEEP),
-        ("diag_ret", ("diag", "ret"), DEEP),
-        ("diag_ret_offset", ("diag", "offset"), DEEP),
-        ("diag_ret_scale", ("diag", "scale"), DEEP),
-        ("diag_adv", ("diag", "adv"), DEEP),
-        ("diag_logpi", ("diag", "logpi"), DEEP),
-        ("diag_actor_ent", ("diag", "ent"), DEEP),
-        ("diag_replay_boot", ("diag", "boot"), DEEP),
-        ("diag_replay_ret", ("diag", "replay_ret"), DEEP),
-    ):
+    for label, path, tol in _AC_ARRAYS:
         rows.append(c(label, lambda o, path=path: _at(o, path), d[label], tol))
-    # Two-hot decodes: ours and the reference's pair sums each within their rounding.
     diag = out["diag"]
+    rows += _twohot_decode_rows(fx, cfg, state, diag, d)
+    rows += [f64_mean_row(fx, "diag_imag_val", diag["critic_logits"], cbins, cfg),
+             f64_mean_row(fx, "diag_imag_slowval", diag["slow_logits"], cbins, cfg)]
+    if spaces.act_discrete:
+        rows.append(c("diag_imag_actor_probs", lambda o: jax.nn.softmax(o["diag"]["adist"], -1),
+                      d["diag_imag_actor_probs"], DEEP))
+    else:
+        rows += [c("diag_imag_actor_mean", lambda o: o["diag"]["adist"][0],
+                   d["diag_imag_actor_mean"], DEEP),
+                 c("diag_imag_actor_std", lambda o: o["diag"]["adist"][1],
+                   d["diag_imag_actor_std"], DEEP)]
+    rows += _decoder_rows(fx, spaces, out["dec"], d)
+    rows += _metric_rows(fx, out["metrics"], spread["metrics"],
+                         {k[4:]: d[k] for k in d if k.startswith("met_")})
+    return rows
+
+
+def _twohot_decode_rows(fx: str, cfg, state, diag: dict, d: dict) -> list[Row]:
+    """Two-hot decodes: ours and the reference's pair sums each within their rounding."""
+    cbins = agent_lib.critic_bins(cfg)
+    rows = []
     for label, key, logits, bins in (
         ("diag_imag_reward", "rew", None, agent_lib.reward_bins(cfg)),
         ("diag_imag_val", "val", diag["critic_logits"], cbins),
@@ -670,19 +687,6 @@ def check_ac(directory: str, name: str = "ac_loss.npz", override: Override | Non
             tol.atol[:, 0] = DEEP.atol
         # Not widened by the draws: they move exactly these values (by up to 2 bounds).
         rows.append(compare(fx, label, diag[key], d[label], tol))
-    rows += [f64_mean_row(fx, "diag_imag_val", diag["critic_logits"], cbins, cfg),
-             f64_mean_row(fx, "diag_imag_slowval", diag["slow_logits"], cbins, cfg)]
-    if spaces.act_discrete:
-        rows.append(c("diag_imag_actor_probs", lambda o: jax.nn.softmax(o["diag"]["adist"], -1),
-                      d["diag_imag_actor_probs"], DEEP))
-    else:
-        rows += [c("diag_imag_actor_mean", lambda o: o["diag"]["adist"][0],
-                   d["diag_imag_actor_mean"], DEEP),
-                 c("diag_imag_actor_std", lambda o: o["diag"]["adist"][1],
-                   d["diag_imag_actor_std"], DEEP)]
-    rows += _decoder_rows(fx, spaces, out["dec"], d)
-    rows += _metric_rows(fx, out["metrics"], spread["metrics"],
-                         {k[4:]: d[k] for k in d if k.startswith("met_")})
     return rows
 
 
@@ -704,7 +708,7 @@ def _metric_rows(fx, ours: dict, spread: dict, ref: dict) -> list[Row]:
     rows = []
     for name in sorted(ref):
         if name not in ours:
-            rows.append(Row(fx, f"met/{name}", np.inf, np.inf, "missing in ours", False))
+            rows.append(missing(fx, f"met/{name}"))
             continue
         rows.append(compare(fx, f"met/{name}", ours[name], ref[name],
                             widen(_metric_tol(name), spread[name])))
@@ -776,6 +780,23 @@ def _update_arrays(state, outs, mets) -> dict:
                 metrics=mets)
 
 
+# The update fixture's optimiser, normaliser, replay and carry arrays: (label, path in
+# ours, name in the reference's state, tolerance).
+_STATE_ARRAYS = (
+    ("rms_count", ("rms_count",), "state/optstate/rms_count", TIGHT),
+    ("mom_count", ("mom_count",), "state/optstate/mom_count", TIGHT),
+    ("opt/step", ("step",), "state/agent/opt/step/value", TIGHT),
+    ("updater/updates", ("updates",), "state/agent/updater/updates/value", TIGHT),
+    ("retnorm/low", ("low",), "state/agent/retnorm/low/value", DEEP),
+    ("retnorm/high", ("high",), "state/agent/retnorm/high/value", DEEP),
+    ("replay/deter", ("replay", "deter"), "replay/deter", DEEP),
+    ("replay/stoch", ("replay", "stoch"), "replay/stoch", TIGHT),
+    ("carry/deter", ("carry", "deter"), "carry/deter", DEEP),
+    ("carry/stoch", ("carry", "stoch"), "carry/stoch", TIGHT),
+    ("carry/action", ("carry", "action"), "carry/action", TIGHT),
+)
+
+
 def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> list[Row]:
     rows = []
     prior = [pre] if pre.endswith("u1/") else [pre.replace("u2/", "u1/"), pre]
@@ -826,19 +847,7 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> 
         value, sp = _at(ours, key), _at(spread, key)
         return compare(fx, f"{pre}{label}", value, flat[f"{pre}{ref_name}"], widen(tol, sp))
 
-    rows += [
-        c("rms_count", ("rms_count",), "state/optstate/rms_count", TIGHT),
-        c("mom_count", ("mom_count",), "state/optstate/mom_count", TIGHT),
-        c("opt/step", ("step",), "state/agent/opt/step/value", TIGHT),
-        c("updater/updates", ("updates",), "state/agent/updater/updates/value", TIGHT),
-        c("retnorm/low", ("low",), "state/agent/retnorm/low/value", DEEP),
-        c("retnorm/high", ("high",), "state/agent/retnorm/high/value", DEEP),
-        c("replay/deter", ("replay", "deter"), "replay/deter", DEEP),
-        c("replay/stoch", ("replay", "stoch"), "replay/stoch", TIGHT),
-        c("carry/deter", ("carry", "deter"), "carry/deter", DEEP),
-        c("carry/stoch", ("carry", "stoch"), "carry/stoch", TIGHT),
-        c("carry/action", ("carry", "action"), "carry/action", TIGHT),
-    ]
+    rows += [c(*row) for row in _STATE_ARRAYS]
     ref_mets = {k[len(pre) + 4:]: flat[k] for k in flat if k.startswith(pre + "met/")}
     rows += _metric_rows(fx, ours["metrics"], spread["metrics"], ref_mets)
     return rows

@@ -354,38 +354,10 @@ register("optimizer.npz", check_optimizer)
 # --------------------------------------------------------------------------- runner
 
 
-def as_row(obj) -> Row:
-    """Accept rows of other shapes (duck typing): any object with fixture, array, passed
-    and max_abs[_err] / max_rel[_err] / tol[erance] / note attributes becomes a Row."""
-    if isinstance(obj, Row):
-        return obj
-
-    def get(*names, default=None):
-        for name in names:
-            if hasattr(obj, name):
-                return getattr(obj, name)
-        return default
-
-    passed = get("passed")
-    return Row(
-        fixture=str(get("fixture")),
-        array=str(get("array", "name", default="-")),
-        max_abs_err=None if get("max_abs_err", "max_abs") is None
-        else float(get("max_abs_err", "max_abs")),
-        max_rel_err=None if get("max_rel_err", "max_rel") is None
-        else float(get("max_rel_err", "max_rel")),
-        tolerance=str(get("tolerance", "tol", default="-")),
-        passed=None if passed is None else bool(passed),
-        kind=str(get("kind", default=CHECK if passed is not None else INFO)),
-        note=str(get("note", default="")),
-    )
-
-
 def _run_one(path: Path, check: CheckFn) -> list[Row]:
     rows: list[Row] = []
     try:
-        for row in check(path):
-            rows.append(as_row(row))
+        rows.extend(check(path))
     except Exception as exc:  # a broken check is a failure, not a crash of the table
         last = traceback.extract_tb(exc.__traceback__)[-1]
         rows.append(Row(path.name, "<check raised>", None, None, "-", False, kind=ERROR,

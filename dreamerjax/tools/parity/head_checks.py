@@ -39,6 +39,7 @@ from dreamerjax.tools.parity.agent_checks import (
     compare,
     deterministic_actor,
     flatten,
+    missing,
     perturbed,
     run_perturbed,
     sign_undetermined,
@@ -46,6 +47,7 @@ from dreamerjax.tools.parity.agent_checks import (
     twohot_rounding,
     widen,
 )
+from dreamerjax.tools.parity.fixtures import INFO
 
 NON_OBS = ("action", "reward", "is_first", "is_last", "is_terminal", "consec", "stepid")
 
@@ -333,7 +335,7 @@ def _metric_rows(fx, pre, ours: dict, spread: dict, ref: dict) -> list[Row]:
                "opt/grad_rms": "opt_grad_rms", "opt/update_rms": "opt_update_rms",
                "opt/param_rms": "opt_param_rms"}.get(name, name)
         if key not in ours:
-            rows.append(Row(fx, f"{pre}{name}", np.inf, np.inf, "missing in ours", False))
+            rows.append(missing(fx, f"{pre}{name}"))
             continue
         tol = DEEP
         if name == "opt/update_rms":
@@ -455,7 +457,7 @@ def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> lis
             continue
         module, rest = mapped
         if exclude_mean and module == "actor" and rest.startswith("action/out/"):
-            rows.append(Row(fx, key, np.nan, np.nan, "-", None, MEAN_NOTE))
+            rows.append(Row(fx, key, None, None, "-", None, INFO, MEAN_NOTE))
             continue
         ours_name = rest if module == "slow" else f"{module}/{rest}"
         grad_name = f"critic/{rest}" if module == "slow" else ours_name
