@@ -9,8 +9,7 @@ import pytest
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
-from dreamerjax.config.defaults import HEAD_REF, tiny_agent_config
-from dreamerjax.config.defaults import head_defaults
+from dreamerjax.config.defaults import HEAD_REF, head_defaults, tiny_agent_config
 
 IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
