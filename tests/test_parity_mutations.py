@@ -122,7 +122,7 @@ def _deter_first(lat, head):
 
 
 HEAD_MUTATIONS = {
-    "free nats 0.5": (lambda c: rep(c, free_nats=0.5), {}, {"loss/dyn", "loss/rep"}),
+    "free nats 6": (lambda c: rep(c, free_nats=6.0), {}, {"loss/dyn", "loss/rep"}),  # KL 5.2-8.8
     "slowreg 0": (lambda c: rep(c, slowreg=0.0), {}, {"loss/value", "loss/repval"}),
     "imagination weight from the data's continue": (
         None, {(agent_lib, "imagined_rew_con"): _data_start_weight},

@@ -692,6 +692,7 @@ def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, par
     for k, v in losses.items():
         metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = v.mean()
         metrics[f"{k}_loss"] = v.mean()
+    metrics["ent/action/mean"] = metrics["ent/action"]  # the name the driver's log reads
     return metrics
 
 
