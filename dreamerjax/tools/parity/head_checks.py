@@ -508,13 +508,8 @@ def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> lis
 # ----------------------------------------------------------------------------- registry
 
 
-def _rows(fn):
-    def check(path):
-        return fn(str(path.parent), path.name)
-    return check
-
-
 def _register() -> None:
+    from dreamerjax.tools.parity.agent_checks import _rows
     from dreamerjax.tools.parity.fixtures import register, register_companion
 
     register("head_loss*.npz", _rows(check_head_loss))
