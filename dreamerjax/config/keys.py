@@ -650,14 +650,20 @@ def _targets(key: str, origin: str, full: bool, reference: str | None = None) ->
         if key in KEYS or key in FIXED:
             return [key]
         raise _unknown(key, origin)
+    return _pattern_targets(key, origin, full, known_keys(), "")
+
+
+def _pattern_targets(key: str, origin: str, full: bool, candidates, of: str) -> list[str]:
+    """The candidate keys a regex key matches (fullmatch when `full`); ConfigError naming
+    the key when it is no regex or matches none."""
     try:
         pattern = re.compile(key)
     except re.error as e:
         raise ConfigError(f"{origin}: key {key!r} is not a valid regex: {e}") from None
     match = pattern.fullmatch if full else pattern.match
-    keys = [k for k in known_keys() if match(k)]
+    keys = [k for k in candidates if match(k)]
     if not keys:
-        raise ConfigError(f"{origin}: pattern {key!r} matches no key")
+        raise ConfigError(f"{origin}: pattern {key!r} matches no key{of}")
     return keys
 
 
@@ -675,15 +681,7 @@ def _version_targets(key: str, origin: str, full: bool, reference: str) -> list[
             raise ConfigError(f"{origin}: key {key!r} exists only at 29eb964, not at "
                               f"{HEAD_REF}")
         raise _unknown(key, origin)
-    try:
-        pattern = re.compile(key)
-    except re.error as e:
-        raise ConfigError(f"{origin}: key {key!r} is not a valid regex: {e}") from None
-    match = pattern.fullmatch if full else pattern.match
-    keys = [k for k in [*table, *fixed] if match(k)]
-    if not keys:
-        raise ConfigError(f"{origin}: pattern {key!r} matches no key of {reference}")
-    return keys
+    return _pattern_targets(key, origin, full, [*table, *fixed], f" of {reference}")
 
 
 def _same_fixed(value: Any, fixed: Any) -> bool:
