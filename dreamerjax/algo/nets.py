@@ -642,6 +642,16 @@ def _decoder_input(lat: dict, head: bool) -> jnp.ndarray:
     return jnp.concatenate([stoch.reshape((*stoch.shape[:-2], -1)), lat["deter"]], -1)
 
 
+def _block_space(p, cfg: AgentConfig, deter: jnp.ndarray, depth: int) -> jnp.ndarray:
+    """The image decoder's start from deter [..., deter] -> [N, minres, minres, depth]: a
+    block-linear whose block g fills channel slice g of every position ('(g h w c) -> h w
+    (g c)'), as both versions do."""
+    g, mr = cfg.dec.block_space, cfg.dec.minres
+    x0 = block_linear(p["space0"], deter.reshape((-1, cfg.rssm.deter)))
+    x0 = x0.reshape((-1, g, mr, mr, depth // g)).transpose((0, 2, 3, 1, 4))
+    return x0.reshape((-1, mr, mr, depth))
+
+
 def _decode_image_head(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
     """HEAD's image decoder (rssm.py:308-350 @e3f0224, bspace > 0, strided off): the same
     block-linear / hidden-stoch start as 29eb964, then per stage a 2x nearest-neighbour
@@ -651,10 +661,8 @@ def _decode_image_head(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
     deter, stoch = lat["deter"], lat["stoch"]
     bshape = deter.shape[:-1]
     depths = [d.depth * m for m in d.mults]
-    g, mr = d.block_space, d.minres
-    x0 = block_linear(p["space0"], deter.reshape((-1, r.deter)))
-    x0 = x0.reshape((-1, g, mr, mr, depths[-1] // g)).transpose((0, 2, 3, 1, 4))
-    x0 = x0.reshape((-1, mr, mr, depths[-1]))
+    mr = d.minres
+    x0 = _block_space(p, cfg, deter, depths[-1])
     x1 = linear(p["space1hid"], stoch.reshape((-1, r.stoch * r.classes)), norm32=True)
     x1 = linear(p["space1"], x1).reshape((-1, mr, mr, depths[-1]))
     x = jax.nn.silu(nm.rms_norm(x0 + x1, p["spacenorm"]["scale"], in_f32=True))
@@ -671,11 +679,8 @@ def _decode_image(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
     deter, stoch = lat["deter"], lat["stoch"]
     bshape = deter.shape[:-1]
     depths = [d.depth * m for m in d.mults]
-    g, mr = d.block_space, d.minres
-    x0 = block_linear(p["space0"], deter.reshape((-1, r.deter)))
-    # '(g h w c) -> h w (g c)': block g's outputs fill channel slice g of every position.
-    x0 = x0.reshape((-1, g, mr, mr, depths[-1] // g)).transpose((0, 2, 3, 1, 4))
-    x0 = x0.reshape((-1, mr, mr, depths[-1]))
+    mr = d.minres
+    x0 = _block_space(p, cfg, deter, depths[-1])
     x1 = stoch.reshape((-1, r.stoch * r.classes))
     if d.hidden_stoch:
         x1 = linear(p["space1hid"], x1)
