@@ -780,6 +780,26 @@ def _update_arrays(state, outs, mets) -> dict:
                 metrics=mets)
 
 
+def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
+    """One tensor's rows: the ordinary elements at `tol` widened by the draws' spread; the
+    reference's nu-underflow elements (UNDERFLOW) and the sign-undetermined ones apart."""
+    value, ref, sp = np.asarray(value), np.asarray(ref), np.asarray(sp)
+    base, wide = tol, widen(tol, sp)
+    if np.ndim(wide.atol):
+        wide = dataclasses.replace(wide, atol=np.where(under | flip, 0.0, wide.atol))
+    rows = [compare(fx, label, np.where(under | flip, ref, value), ref, wide)]
+    if under.any():
+        rows.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
+                            value[under], ref[under], UNDERFLOW))
+    if flip.any():  # SIGN_LIKE: as far as any element of the tensor moved in the draws
+        atol = np.broadcast_to(np.asarray(base.atol), ref.shape)[flip]
+        pooled = widen(dataclasses.replace(base, atol=atol, why=base.why + "; " + UNDETERMINED),
+                       np.full(int(flip.sum()), sp.max()))
+        rows.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
+                            value[flip], ref[flip], pooled))
+    return rows
+
+
 # The update fixture's optimiser, normaliser, replay and carry arrays: (label, path in
 # ours, name in the reference's state, tolerance).
 _STATE_ARRAYS = (
@@ -814,21 +834,8 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> 
             nu_key = ref_key("rms_nu", name).replace(pre, p, 1)
             under |= (np.asarray(flat[nu_key]) == 0) & (
                 np.asarray(flat[ref_key("mom_mu", name).replace(pre, p, 1)]) != 0)
-        value, ref, sp = np.asarray(value), np.asarray(ref), np.asarray(sp)
-        flip = undetermined[name] & ~under if sign_like else np.zeros(ref.shape, bool)
-        base, tol = tol, widen(tol, sp)
-        if np.ndim(tol.atol):
-            tol = dataclasses.replace(tol, atol=np.where(under | flip, 0.0, tol.atol))
-        out = [compare(fx, label, np.where(under | flip, ref, value), ref, tol)]
-        if under.any():
-            out.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
-                               value[under], ref[under], UNDERFLOW))
-        if flip.any():  # SIGN_LIKE: as far as any element of the tensor moved in the draws
-            pooled = widen(dataclasses.replace(base, why=base.why + "; " + UNDETERMINED),
-                           np.full(int(flip.sum()), sp.max()))
-            out.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
-                               value[flip], ref[flip], pooled))
-        return out
+        flip = undetermined[name] & ~under if sign_like else np.zeros(np.shape(ref), bool)
+        return _split(fx, label, value, sp, ref, tol, under, flip)
 
     for name, value in sorted(ours["params"].items()):
         rows += split_rows(f"{pre}{name}", name, value, spread["params"][name],

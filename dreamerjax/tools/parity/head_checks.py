@@ -31,11 +31,10 @@ from dreamerjax.tools.parity.agent_checks import (
     DEEP,
     PARAMS,
     TIGHT,
-    UNDERFLOW,
-    UNDETERMINED,
     Row,
     Tol,
     _moment_tol,
+    _split,
     compare,
     deterministic_actor,
     flatten,
@@ -400,26 +399,6 @@ U2_NOTE = ("info only: HEAD's update 1 moved the policy mean by round-off steps 
 MEAN_NOTE = ("not compared: with the mode patch HEAD's policy-mean gradient is round-off "
              "(~1e-13) that its RMS step turns into +-lr (fixture README, Numerics 4); "
              "the _eps family checks this head")
-
-
-def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
-    """One tensor's rows: the ordinary elements at `tol` widened by the draws' spread; the
-    reference's nu-underflow elements (UNDERFLOW) and the sign-undetermined ones apart."""
-    value, ref, sp = np.asarray(value), np.asarray(ref), np.asarray(sp)
-    base, wide = tol, widen(tol, sp)
-    if np.ndim(wide.atol):
-        wide = dataclasses.replace(wide, atol=np.where(under | flip, 0.0, wide.atol))
-    rows = [compare(fx, label, np.where(under | flip, ref, value), ref, wide)]
-    if under.any():
-        rows.append(compare(fx, f"{label} [{int(under.sum())} nu-underflow elems]",
-                            value[under], ref[under], UNDERFLOW))
-    if flip.any():
-        atol = np.broadcast_to(np.asarray(base.atol), ref.shape)[flip]
-        pooled = widen(dataclasses.replace(base, atol=atol, why=base.why + "; " + UNDETERMINED),
-                       np.full(int(flip.sum()), sp.max()))
-        rows.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
-                            value[flip], ref[flip], pooled))
-    return rows
 
 
 GRAD_FLOOR = 1e-4
