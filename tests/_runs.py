@@ -1,0 +1,42 @@
+"""The one small whole-run configuration the end-to-end tests share.
+
+A test of a whole run checks a contract of the loop (records, resume, checkpoints, the
+schedule's gate, loggers, kills), not learning, so it uses the smallest run that still
+has every part: the tiny network (config.defaults.TINY), 8 envs, batches of 4 x 16 rows
+(+1 context row) and train ratio 32, which keeps the reference's 0.5 updates per env row
+(512 / (16 x 64) = 32 / (4 x 16)) at a sixteenth of an update's work. The replay ring is
+fixed at 64 rows per env, so runs of any length compile the same program: with one
+persistent compilation cache per test session (conftest.py), every test that trains this
+configuration with the same number of seeds shares one compiled chunk.
+
+Log points every 80 rows (10 ticks of 8 envs). The gate opens at row 132 (4 windows of 17
+rows, the envs filled in turn: data.schedule.gate_rows), so the first log point has no
+update, and the cumulative updates are 1 + floor((rows - 132) / 2) after it:
+    rows     80   160   240   320   400
+    updates   0    15    55    95   135
+"""
+
+from __future__ import annotations
+
+from dreamerjax.config.defaults import make_config
+
+SMALL_RUN = dict(num_envs=8, eval_every=80, eval_episodes=2, batch_size=4, batch_length=16,
+                 train_ratio=32, replay_capacity=64)
+STEPS = 240
+UPDATES = {80: 0, 160: 15, 240: 55, 320: 95, 400: 135}  # cumulative, per seed (above)
+
+# The same run on the command line (the reference's batch_length counts the context row).
+SMALL_ARGV = ["--tiny", "--num-envs", "8", "--eval-every", "80", "--eval-episodes", "2",
+              "--set", "batch_size=4", "--set", "batch_length=17",
+              "--set", "run.train_ratio=32", "--set", "run.replay_capacity=64"]
+
+
+def small_config(env: str = "CartPole-v1", steps: int = STEPS, **overrides):
+    """The shared small run of `env` (a config.defaults.Config); overrides replace run
+    fields (or make_config's own arguments)."""
+    return make_config(env, tiny=True, **{**SMALL_RUN, "steps": steps, **overrides})
+
+
+def small_argv(steps: int = STEPS) -> list[str]:
+    """`dreamerjax train` arguments of small_config(steps=steps) (add --seeds, --out)."""
+    return [*SMALL_ARGV, "--steps", str(steps)]
