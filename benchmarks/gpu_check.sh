@@ -5,10 +5,10 @@
 #
 #   SCORES=reference_scores/dmc_proprio-dreamerv3.json.gz benchmarks/gpu_check.sh OUT
 #   SMOKE=1 SCORES=FILE benchmarks/gpu_check.sh /tmp/check   # on a CPU: tiny, 2 seeds, 160 rows
-#   SMOKE=1 BENCH_S=150 SCORES=FILE benchmarks/gpu_check.sh /tmp/check   # ... and tiny benches
+#   SMOKE=1 BENCH_S=250 SCORES=FILE benchmarks/gpu_check.sh /tmp/check   # ... and tiny benches
 #
-# Knobs (environment): BUDGET (s, 540), BENCH_S (the first bench's limit, 80; 0: no
-# benches), TRAIN_S (300), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON
+# Knobs (environment): BUDGET (s, 540), BENCH_S (the first bench's limit, 100; 0: no
+# benches), TRAIN_S (290), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON
 # (python3), WORK (a fresh temporary folder).
 #
 # SCORES is the reference's scores/dmc_proprio-dreamerv3.json.gz (danijar/dreamerv3 at
@@ -34,14 +34,14 @@
 # analytic one): a few ms per seed at a third of the H200's bfloat16 peak, on top of a
 # latency floor of the sequential scans (64 observe steps forward and backward, 15
 # imagination steps) of perhaps 10 ms. With 4 seeds vmapped, ~15-25 ms per update, one
-# update per 2 rows at train ratio 512: in the ~210 s of TRAIN_S left after start-up and
-# compile, ~9-14 k updates = 17-28 k rows = 35-55 k env frames per seed. ROWS (64,000 rows,
+# update per 2 rows at train ratio 512: in the ~200 s of TRAIN_S left after start-up and
+# compile, ~8-13 k updates = 16-27 k rows = 32-53 k env frames per seed. ROWS (64,000 rows,
 # 128 k frames) is a cap that only a faster GPU reaches; otherwise the stage's limit ends
 # the run and the log points reached so far (every EVAL_EVERY = 2,000 rows, 4,000 frames)
 # are the curve. More seeds cost FLOPs, not latency: SEEDS="0 1 ... 7" trades env steps
 # for seeds.
 #
-# OUT receives at most 8 files (the device returns no more): gpu_check.json, gpu_check.log
+# OUT receives at most 8 files (the device returns no more): gpu_check.json, gpu_check_log.txt
 # (every stage's output), run_config.json, run_records.jsonl, run_episodes.jsonl and the
 # bench JSONs. Everything else stays in WORK (a temporary folder).
 set -u
@@ -51,8 +51,8 @@ PY=${PYTHON:-python3}
 SMOKE=${SMOKE:-0}
 SCORES=${SCORES:-}
 BUDGET=${BUDGET:-540}
-BENCH_S=${BENCH_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 80)}  # the bench stage's limit; 0: no benches
-TRAIN_S=${TRAIN_S:-300}    # the train stage's limit, start-up and compile included
+BENCH_S=${BENCH_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 100)}  # the bench stage's limit; 0: no benches
+TRAIN_S=${TRAIN_S:-290}    # the train stage's limit, start-up and compile included
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}
 if [ "$SMOKE" = 1 ]; then
     SEEDS=${SEEDS:-0 1}; ROWS=${ROWS:-160}; EVAL_EVERY=${EVAL_EVERY:-80}
@@ -66,7 +66,7 @@ else
     bench_sizes=(1m 12m); bench_dtypes=(float32 bfloat16)
 fi
 mkdir -p "$OUT" "$WORK/bench"
-LOG="$OUT/gpu_check.log"
+LOG="$OUT/gpu_check_log.txt"
 START=$(date +%s)
 git rev-parse HEAD > "$WORK/git_commit.txt" 2>/dev/null || true
 echo "gpu_check: OUT $OUT, WORK $WORK, budget $BUDGET s, smoke $SMOKE" | tee -a "$LOG"

@@ -113,7 +113,7 @@ def test_smoke_mode_trains_compares_and_writes_the_json(tmp_path):
     proc = _run(out, tmp_path, SMOKE="1", SCORES=synthetic(tmp_path / "s.json.gz"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in out.iterdir()) == [
-        "gpu_check.json", "gpu_check.log", "run_config.json", "run_episodes.jsonl",
+        "gpu_check.json", "gpu_check_log.txt", "run_config.json", "run_episodes.jsonl",
         "run_records.jsonl"]
     result = json.loads((out / "gpu_check.json").read_text())
     assert result["smoke"] and result["devices"]["backend"] == "cpu"
@@ -140,3 +140,25 @@ def test_smoke_mode_trains_compares_and_writes_the_json(tmp_path):
         assert point["within_published_range"] == (lo <= point["ours_mean"] <= hi)
     assert result["verdict"]["eval_points_compared"] == 2
     assert "MJX" in result["notes"]["playground_vs_dm_control"]
+
+
+@pytest.mark.slow  # two tiny benches with their compile workers: ~6 minutes on 2 cores
+def test_smoke_with_benches_and_a_train_stage_cut_short(tmp_path):
+    """The benches' JSONs land in OUT and in the one JSON; a train stage killed at its
+    limit (before its first log point) is recorded as a timeout with its log's end, and
+    the stages after it still run."""
+    if importlib.util.find_spec("mujoco_playground") is None:
+        pytest.skip("mujoco_playground not installed")
+    out = tmp_path / "out"
+    proc = _run(out, tmp_path, SMOKE="1", BENCH_S="250", TRAIN_S="40",
+                SCORES=synthetic(tmp_path / "s.json.gz"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    stages = {s["stage"]: s for s in result["stages"]}
+    assert stages["bench"]["status"] == stages["bench2"]["status"] == "ok"
+    assert stages["train"]["status"] == "timeout" and "log_tail" in stages["train"]
+    for dtype in ("float32", "bfloat16"):
+        bench = json.loads((out / f"bench_tiny_{dtype}.json").read_text())
+        assert result["bench"][f"tiny_{dtype}"] == bench
+        assert set(bench["seconds_per_update_per_seed"]) == {"1", "2"}
+    assert result["train"] is None or result["train"]["log_points"] == 0
