@@ -69,8 +69,8 @@ REFERENCE_NOTE = (
     "while HEAD's dmc_proprio is another setup (size1m, train_ratio 1024, 1.1e6 steps). So "
     "the curve is the 29eb964-era agent's, and the run here is configured as 29eb964 "
     "(dreamerjax's default reference) runs dmc_proprio, with the reference's bfloat16 "
-    "compute; its 16 envs per seed and train ratio 512 count rows as the reference counts "
-    "agent steps.")
+    "compute. Our rows are the reference's agent steps (summed over the 16 envs of a "
+    "seed), so a log point's env frames, the published x axis, are 2 x its rows.")
 
 
 # ----------------------------------------------------------------------------- scores
@@ -246,12 +246,14 @@ def train_section(run_dir: str) -> dict | None:
     repeat = int(config.get("env", {}).get("playground", {}).get("repeat", 2))
     curves = our_curves(read_jsonl(os.path.join(run_dir, "records.jsonl")), repeat)
     agent = config.get("agent", {})
+    # Updates per second between consecutive log points, of the first seed: every seed
+    # runs in the same program, with the same update counts and wall clock.
+    first = next(iter(curves.values()), {"rows": [], "updates": [], "wall_s": []})
     speed = []
-    for c in curves.values():  # updates per second between consecutive log points
-        for i in range(1, len(c["rows"])):
-            du, dt = c["updates"][i] - c["updates"][i - 1], c["wall_s"][i] - c["wall_s"][i - 1]
-            speed.append(du / dt if dt else None)
-        break  # every seed shares the program, its updates and wall clock
+    for i in range(1, len(first["rows"])):
+        du = first["updates"][i] - first["updates"][i - 1]
+        dt = first["wall_s"][i] - first["wall_s"][i - 1]
+        speed.append(du / dt if dt else None)
     return {"config": {"size": config.get("size"), "seeds": config.get("seeds"),
                        "run": config.get("run"), "env_playground": config.get("env", {})
                        .get("playground"), "compute_dtype": agent.get("compute_dtype"),
