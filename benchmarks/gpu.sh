@@ -7,6 +7,9 @@
 #   benchmarks/gpu.sh [OUT]              # default OUT: results/bench/gpu_<date>
 #   LIMIT=140 UPDATES=20 benchmarks/gpu.sh
 #   SMOKE=1 benchmarks/gpu.sh /tmp/gpu   # anywhere: tiny network, 1 and 2 seeds, 2 updates
+#   SIZES=12m DTYPES=bfloat16 benchmarks/gpu.sh   # a part of the matrix (gpu_check.sh does)
+#
+# A devices.json already in OUT is kept (gpu_check.sh writes it first), saving the probe.
 #
 # Needs jax with a GPU backend installed (`pip install -U "jax[cuda12]"`); the script
 # records jax.devices() first and stops there if there is no GPU (unless SMOKE=1).
@@ -17,18 +20,21 @@ LIMIT=${LIMIT:-140}        # seconds per configuration: 4 of them fit a 10-minut
 UPDATES=${UPDATES:-20}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
+read -r -a dtypes <<< "${DTYPES:-float32 bfloat16}"
 if [ "${SMOKE:-0}" = 1 ]; then
-    sizes=(tiny); dtypes=(float32 bfloat16); seeds=(1 2); UPDATES=2
+    sizes=(tiny); seeds=(1 2); UPDATES=2
 else
-    sizes=(1m 12m); dtypes=(float32 bfloat16); seeds=(1 16)
+    read -r -a sizes <<< "${SIZES:-1m 12m}"; seeds=(1 16)
 fi
-"$PY" - > "$OUT/devices.json" <<'PY' || exit 1
+if [ ! -s "$OUT/devices.json" ]; then
+    "$PY" - > "$OUT/devices.json" <<'PY' || exit 1
 import json, jax
 devs = jax.devices()
 print(json.dumps({"backend": jax.default_backend(), "jax": jax.__version__,
                   "devices": [str(d) for d in devs],
                   "kinds": sorted({getattr(d, "device_kind", "") for d in devs})}))
 PY
+fi
 cat "$OUT/devices.json"
 if [ "${SMOKE:-0}" != 1 ] && ! grep -q '"backend": "gpu"' "$OUT/devices.json"; then
     echo "gpu.sh: no GPU backend (see $OUT/devices.json); nothing benched" >&2

@@ -1,0 +1,164 @@
+"""The prepared GPU check (benchmarks/gpu_check.sh, benchmarks/gpu_check.py): the published
+scores format read, interpolated and compared on a synthetic file in the reference's format
+(never the reference's own), and the whole script in its SMOKE mode on this CPU: a tiny
+two-seed Playground run, its curve compared with the synthetic curve, the one JSON."""
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import _benchmarks
+import pytest
+
+check = _benchmarks.load("gpu_check.py")
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
+
+
+def write_scores(path, runs):
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump(runs, f)
+    return str(path)
+
+
+def synthetic(path):
+    """Three dreamerv3 runs of dmc_cartpole_balance, run k: y = 10 k + x / 2 at xs 0, 100,
+    ..., 400; beside them runs of another task and another method, which must be left out."""
+    xs = [0, 100, 200, 300, 400]
+    runs = [{"task": check.TASK, "method": check.METHOD, "seed": k, "xs": xs,
+             "ys": [10 * k + x / 2 for x in xs]} for k in (2, 0, 1)]
+    runs += [{"task": "dmc_walker_walk", "method": check.METHOD, "seed": 0, "xs": [0, 400],
+              "ys": [-1e3, -1e3]},
+             {"task": check.TASK, "method": "ppo", "seed": 0, "xs": [0, 400],
+              "ys": [1e4, 1e4]}]
+    return write_scores(path, runs)
+
+
+def test_scores_are_read_for_the_task_and_method_only(tmp_path):
+    runs = check.read_scores(synthetic(tmp_path / "s.json.gz"))
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    assert runs[1]["ys"] == [10.0, 60.0, 110.0, 160.0, 210.0]
+    with pytest.raises(ValueError, match="no run of task 'dmc_nosuch'.*dmc_walker_walk"):
+        check.read_scores(tmp_path / "s.json.gz", task="dmc_nosuch")
+    bad = write_scores(tmp_path / "b.json.gz", [{"task": check.TASK, "method": check.METHOD,
+                                                 "seed": 0, "xs": [0, 0], "ys": [1, 2]}])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        check.read_scores(bad)
+    (tmp_path / "plain.json").write_text("[]")
+    with pytest.raises(ValueError, match="not a gzip JSON scores file"):
+        check.read_scores(tmp_path / "plain.json")
+
+
+def test_interpolation_and_band_at_known_steps(tmp_path):
+    runs = check.read_scores(synthetic(tmp_path / "s.json.gz"))
+    assert check.interpolate([0, 100], [0, 50], 30) == pytest.approx(15)
+    assert check.interpolate([100, 200], [1, 3], 200) == 3
+    assert check.interpolate([100, 200], [1, 3], 99) is None  # no extrapolation
+    assert check.interpolate([100, 200], [1, 3], 201) is None
+    band = check.published_band(runs, [160, 320, 500])
+    assert band[0] == {"env_steps": 160, "runs": 3, "mean": pytest.approx(90),
+                       "min": pytest.approx(80), "max": pytest.approx(100)}
+    assert (band[1]["mean"], band[1]["min"], band[1]["max"]) == pytest.approx((170, 160, 180))
+    assert band[2] == {"env_steps": 500, "runs": 0, "mean": None, "min": None, "max": None}
+
+
+def test_points_are_placed_against_the_published_range(tmp_path):
+    runs = check.read_scores(synthetic(tmp_path / "s.json.gz"))
+    records = [{"seed": s, "rows": rows, "eval_mean": v, "train_return": None}
+               for s, vals in ((0, (70, 95, 0)), (1, (90, 300, 0)))
+               for rows, v in zip((80, 160, 300), vals, strict=True)]
+    curves = check.our_curves(records, repeat=2)
+    assert curves["1"]["env_steps"] == [160, 320, 600]
+    points = check.compare_points(curves, runs, "eval_mean")
+    assert [p["position"] for p in points] == ["within", "above", None]
+    assert points[0]["ours_mean"] == 80 and points[0]["seeds_within_range"] == 1
+    assert points[1]["ours_mean"] == pytest.approx(197.5) and points[1]["ours_max"] == 300
+    assert points[1]["within_published_range"] is False
+    assert points[2]["within_published_range"] is None  # beyond the published xs
+    assert check.summarize(points) == {
+        "points": 3, "compared": 2, "below": 0, "within": 1, "above": 1, "not_compared": 1,
+        "last_compared_env_steps": 320, "last_within_published_range": False}
+    none = check.compare_points(curves, runs, "train_return")
+    assert [p["position"] for p in none] == [None] * 3
+
+
+def _run(out, tmp_path, **env):
+    # Unoptimised XLA:CPU code generation: the smoke's numbers are not what is checked, and
+    # it compiles ~20 % faster.
+    env = os.environ | {"PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
+                        "TMPDIR": str(tmp_path), "XLA_FLAGS": (
+                            "--xla_backend_optimization_level=0 "
+                            "--xla_llvm_disable_expensive_passes=true"), **env}
+    return subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True,
+                          env=env, check=False, timeout=600)
+
+
+def test_without_a_gpu_the_check_stops_after_the_devices(tmp_path):
+    proc = _run(tmp_path / "out", tmp_path, SMOKE="0")
+    assert proc.returncode == 2 and "no GPU backend" in proc.stderr, proc.stderr
+    result = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert result["devices"]["backend"] == "cpu" and not result["smoke"]
+    assert [(s["stage"], s["status"]) for s in result["stages"]] == [("devices", "ok")]
+    assert result["train"] is None and result["comparison"] is None
+
+
+def test_smoke_mode_trains_compares_and_writes_the_json(tmp_path):
+    if importlib.util.find_spec("mujoco_playground") is None:
+        pytest.skip("mujoco_playground not installed")
+    out = tmp_path / "out"
+    proc = _run(out, tmp_path, SMOKE="1", SCORES=synthetic(tmp_path / "s.json.gz"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gpu_check.json", "gpu_check_log.txt", "run_config.json", "run_episodes.jsonl",
+        "run_records.jsonl"]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["smoke"] and result["devices"]["backend"] == "cpu"
+    assert result["devices"]["playground_import_error"] is None
+    assert [(s["stage"], s["status"]) for s in result["stages"]] == [
+        ("devices", "ok"), ("bench", "skipped"), ("train", "ok"), ("bench2", "skipped")]
+    train = result["train"]
+    assert train["config"]["run"]["env"] == "playground_CartpoleBalance"
+    assert train["config"]["seeds"] == [0, 1] and train["env_steps_per_row"] == 2
+    records = [json.loads(line) for line in (out / "run_records.jsonl").read_text().splitlines()]
+    evals = {(r["seed"], r["rows"]): r["eval_mean"] for r in records}
+    for seed in ("0", "1"):
+        curve = train["curves"][seed]
+        assert curve["rows"] == [80, 160] and curve["env_steps"] == [160, 320]
+        assert curve["eval_mean"] == [evals[(int(seed), 80)], evals[(int(seed), 160)]]
+    cmp = result["comparison"]
+    assert cmp["published_seeds"] == [0, 1, 2] and result["published"]["runs"] == 3
+    for point, (mean, lo, hi) in zip(cmp["eval"]["points"], ((90, 80, 100), (170, 160, 180)),
+                                     strict=True):
+        assert (point["published_mean"], point["published_min"], point["published_max"]) \
+            == pytest.approx((mean, lo, hi))
+        ours = [evals[(s, point["rows"])] for s in (0, 1)]
+        assert point["ours_mean"] == pytest.approx(sum(ours) / 2)
+        assert point["within_published_range"] == (lo <= point["ours_mean"] <= hi)
+    assert result["verdict"]["eval_points_compared"] == 2
+    assert "MJX" in result["notes"]["playground_vs_dm_control"]
+
+
+@pytest.mark.slow  # two tiny benches with their compile workers: ~6 minutes on 2 cores
+def test_smoke_with_benches_and_a_train_stage_cut_short(tmp_path):
+    """The benches' JSONs land in OUT and in the one JSON; a train stage killed at its
+    limit (before its first log point) is recorded as a timeout with its log's end, and
+    the stages after it still run."""
+    if importlib.util.find_spec("mujoco_playground") is None:
+        pytest.skip("mujoco_playground not installed")
+    out = tmp_path / "out"
+    proc = _run(out, tmp_path, SMOKE="1", BENCH_S="250", TRAIN_S="40",
+                SCORES=synthetic(tmp_path / "s.json.gz"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    stages = {s["stage"]: s for s in result["stages"]}
+    assert stages["bench"]["status"] == stages["bench2"]["status"] == "ok"
+    assert stages["train"]["status"] == "timeout" and "log_tail" in stages["train"]
+    for dtype in ("float32", "bfloat16"):
+        bench = json.loads((out / f"bench_tiny_{dtype}.json").read_text())
+        assert result["bench"][f"tiny_{dtype}"] == bench
+        assert set(bench["seconds_per_update_per_seed"]) == {"1", "2"}
+    assert result["train"] is None or result["train"]["log_points"] == 0
