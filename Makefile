@@ -21,16 +21,21 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/dreamerjax demo
 
+# Two pytest-xdist workers (one per core of the 2-core machine CI runs on); tests/conftest.py
+# says how they share the compile cache and split the work. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 test: $(VENV)/.installed-dev
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(XDIST)
 
 # The quick tier for the edit-test loop: units, contracts, parity, one tiny end-to-end run.
 test-fast: $(VENV)/.installed-dev
-	$(BIN)/pytest -q -m fast
+	$(BIN)/pytest -q -m fast $(XDIST)
 
 # The slow tier (learning checks, long kill tests, large configs): not run by CI.
 test-slow: $(VENV)/.installed-dev
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -m slow $(XDIST)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check dreamerjax tests benchmarks

@@ -56,9 +56,12 @@ TRAIN_S=${TRAIN_S:-290}    # the train stage's limit, start-up and compile inclu
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}
 if [ "$SMOKE" = 1 ]; then
     SEEDS=${SEEDS:-0 1}; ROWS=${ROWS:-160}; EVAL_EVERY=${EVAL_EVERY:-80}
-    # tiny network, 2 envs, episodes cut at 40 steps so that training episodes end
+    # tiny network, 2 envs, episodes cut at 40 steps so that training episodes end;
+    # batches of 4 x 16 rows at train ratio 32 (the reference's updates per row at a
+    # sixteenth of the work, as the tests' small runs)
     train_args=(--tiny --num-envs 2 --eval-episodes 2 --set wrapper.length=40
-                --set jax.compute_dtype=float32)
+                --set jax.compute_dtype=float32 --set batch_size=4 --set batch_length=17
+                --set run.train_ratio=32)
     bench_sizes=(tiny tiny); bench_dtypes=(float32 bfloat16)
 else
     SEEDS=${SEEDS:-0 1 2 3}; ROWS=${ROWS:-64000}; EVAL_EVERY=${EVAL_EVERY:-2000}

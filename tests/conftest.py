@@ -1,23 +1,32 @@
 """Session-wide test settings.
 
 One persistent XLA compilation cache for the whole session, in a temporary directory (never
-the user's ~/.cache): many tests train the same tiny configuration through new jitted
-functions, which the in-memory cache cannot share; with the persistent cache only the
-first compiles. XDG_CACHE_HOME points there too, so that in-process and subprocess
-`dreamerjax` runs with the default cache (driver.enable_compile_cache) use the same
-directory. An executable loaded from the cache is the same program: no result changes.
+the user's ~/.cache): many tests train the same small configuration (tests/_runs.py)
+through new jitted functions, which the in-memory cache cannot share; with the persistent
+cache only the first compiles. XDG_CACHE_HOME points there too, so that in-process and
+subprocess `dreamerjax` runs with the default cache (driver.enable_compile_cache) use the
+same directory. An executable loaded from the cache is the same program: no result changes.
+
+`make test` runs the session on two pytest-xdist workers (one per core of the 2-core
+machine): compiling is single-threaded, so two tests compile at once. The workers share
+the one cache (the controller makes it; the workers inherit its path), each test module
+runs whole on one worker (its module-scoped runs are made once), the parity tests go by
+fixture file (tests/_parity.py), and the slowest modules start first.
 """
 
 import atexit
 import os
 import shutil
 import tempfile
-from pathlib import Path
 
 import pytest
 
-_root = tempfile.mkdtemp(prefix="dreamerjax-test-cache-")
-atexit.register(shutil.rmtree, _root, ignore_errors=True)
+_SHARED = "DREAMERJAX_TEST_CACHE_ROOT"  # set by the controller, read by xdist's workers
+if _SHARED in os.environ:
+    _root = os.environ[_SHARED]
+else:
+    _root = os.environ[_SHARED] = tempfile.mkdtemp(prefix="dreamerjax-test-cache-")
+    atexit.register(shutil.rmtree, _root, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"] = _root
 
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)
@@ -48,18 +57,23 @@ FAST_TESTS = {  # the one tiny end-to-end run
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+# Started first, slowest first (measured), so that no long module is left for the end
+# while the other worker idles.
+SLOW_FIRST = (
+    "test_reliability.py", "test_outputs.py", "test_driver.py", "test_devices.py",
+    "test_seed_loop.py", "test_host_envs_train.py", "test_host_time.py", "test_policy.py",
+    "test_parity_agent.py", "test_continuous.py", "test_bfloat16.py", "test_gpu_script.py",
+    "test_head_agent.py", "test_agent.py", "test_parity_mutations.py", "test_parity_head.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and xdist reads groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in FAST_MODULES or f"{item.path.name}::{item.name}" in FAST_TESTS:
+        name = item.path.name
+        if name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS:
             item.add_marker(pytest.mark.fast)
-
-
-@pytest.fixture(scope="session")
-def reference_parity():
-    """(rows, strict exit code) of every parity check on tests/data/reference, computed
-    once for the parity test modules (the rows do not depend on strictness)."""
-    from dreamerjax.tools.parity import run_parity
-
-    return run_parity(Path(__file__).parent / "data" / "reference", strict=True,
-                      print_table=False)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(name))
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable

@@ -366,6 +366,23 @@ def _run_one(path: Path, check: CheckFn) -> list[Row]:
     return rows
 
 
+def check_file(path: str | Path) -> tuple[list[Row], str | None]:
+    """(rows, pattern) of one fixture file: its registered check's rows, an `unsupported`
+    or `unknown` row, or no row for a companion (an input read by another file's check);
+    pattern is the registered name that took the file (None: a companion or unknown)."""
+    path = Path(path)
+    name = path.name
+    if (key := _lookup(_CHECKS, name)) is not None:
+        return _run_one(path, _CHECKS[key]), key
+    if _lookup(_COMPANIONS, name) is not None:
+        return [], None
+    if (key := _lookup(_UNSUPPORTED, name)) is not None:
+        return [Row(name, "-", None, None, "-", None, kind=UNSUPPORTED,
+                    note=_UNSUPPORTED[key])], key
+    return [Row(name, "-", None, None, "-", None, kind=UNKNOWN,
+                note="no check is registered for this file")], None
+
+
 def run_parity(
     directory: str | Path,
     strict: bool = False,
@@ -385,20 +402,10 @@ def run_parity(
     rows: list[Row] = []
     seen_keys: set[str] = set()
     for path in sorted(p for p in directory.iterdir() if p.is_file()):
-        name = path.name
-        key = _lookup(_CHECKS, name)
+        file_rows, key = check_file(path)
+        rows.extend(file_rows)
         if key is not None:
             seen_keys.add(key)
-            rows.extend(_run_one(path, _CHECKS[key]))
-        elif _lookup(_COMPANIONS, name) is not None:
-            continue
-        elif (key := _lookup(_UNSUPPORTED, name)) is not None:
-            seen_keys.add(key)
-            rows.append(Row(name, "-", None, None, "-", None, kind=UNSUPPORTED,
-                            note=_UNSUPPORTED[key]))
-        else:
-            rows.append(Row(name, "-", None, None, "-", None, kind=UNKNOWN,
-                            note="no check is registered for this file"))
     for key in sorted(set(_CHECKS) - seen_keys):
         rows.append(Row(key, "-", None, None, "-", None, kind=ABSENT,
                         note="registered check, file not in this directory"))
