@@ -157,14 +157,11 @@ def _check_finite(bad: np.ndarray, seeds, rows: int, out: str) -> None:
             f"{rows}; the last good checkpoint in {out} is kept", update, which, rows)
 
 
-def log_point(run: Run, states: SeedState, ends, log_index: int, t0: float
-              ) -> tuple[LogPoint, dict]:
-    """Evaluate and assemble the records of one log point (no I/O).
-
-    t0: the run's start on the time.time() clock (less a resumed run's earlier run time);
-    wall_s is taken once the chunk's and the evaluation's results are on the host (the
-    chunk is dispatched asynchronously: a clock read before would miss its execution).
-    """
+def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoint, dict]:
+    """Evaluate and assemble the records of one log point (no I/O). Their timing fields
+    are stamped by the caller just before they are written (host_time.stamp), after the
+    results are on the host and the report is written: the chunk is dispatched
+    asynchronously, so a clock read before would miss its execution."""
     cfg = run.config
     setup = run.trainer.setup
     rets, lens = run.trainer.evaluate(states.agent.params, log_index)
@@ -172,7 +169,6 @@ def log_point(run: Run, states: SeedState, ends, log_index: int, t0: float
     host = to_host({"rets": rets, "lens": lens, "ends": ends, "bad": states.bad_update,
                     "updates": states.updates, "lo": rn.low, "hi": rn.high,
                     "window": states.window})
-    wall = time.time() - t0
     rows = (log_index + 1) * cfg.run.eval_every
     episodes = _episodes(host["ends"], run.seeds, log_index * setup.ticks_per_log)
     _check_finite(host["bad"], run.seeds, rows, run.out)
@@ -183,8 +179,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int, t0: float
             seed=seed, rows=rows, updates=int(host["updates"][i]),
             eval_returns=host["rets"][i].tolist(), eval_lengths=host["lens"][i].tolist(),
             train_means=metric_window.result(host["window"], i),
-            retnorm={"lo": lo, "hi": hi, "scale": max(cfg.agent.retnorm.limit, hi - lo)},
-            wall_s=wall))
+            retnorm={"lo": lo, "hi": hi, "scale": max(cfg.agent.retnorm.limit, hi - lo)}))
     keys = [name for name, _ in getattr(setup.spec, "episode_keys", ())]
     for rec in recs:
         mine = [e for e in episodes if e["seed"] == rec["seed"]]
@@ -529,7 +524,7 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
         states, ends = run.trainer.chunk(states, log_index)
         jax.block_until_ready((states.updates, ends))
     with phases("evaluate"):
-        point, host = log_point(run, states, ends, log_index, t0)
+        point, host = log_point(run, states, ends, log_index)
     with phases("callbacks"):
         for cb in run.callbacks:
             cb.on_log(point)
@@ -537,7 +532,8 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
         with phases("report"):
             files = write_report(run, states, point, writer)
             outputs.add_files(loop.loggers, point.rows, files)
-    # host_s, and wall_s read again: the report above counts in this record.
+    # wall_s and host_s, read once the results are on the host and the report is written:
+    # both count in this record.
     host_time.stamp(point.records, phases, time.time() - t0)
     with phases("write"):
         writer.add_episodes(point.episodes)

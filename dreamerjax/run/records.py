@@ -172,7 +172,7 @@ def record_row(
     eval_lengths: Iterable[float] | None,
     train_means: Mapping[str, float | None],
     retnorm: Mapping[str, float] | None,
-    wall_s: float,
+    wall_s: float | None = None,
     train_return: float | None = None,
 ) -> dict:
     """One records.jsonl line: a seed at a log point.
@@ -181,7 +181,9 @@ def record_row(
     means are eval_mean / eval_len_mean. train_means: window means by metric name
     (metric_window.result; the reference's names). retnorm: {"lo", "hi", "scale"} or
     None. train_return: the mean score of the training episodes that ended in this log
-    interval (None if none did). Callbacks may add fields (tools/protocol/fields.py's
+    interval (None if none did). wall_s: the run's seconds at this record; None leaves it
+    to the writer (the training loop stamps it, with host_s, as the record is written:
+    run/host_time.stamp). Callbacks may add fields (tools/protocol/fields.py's
     ProtocolFields adds the protocol's side, s2_logged and train_raw).
     """
     returns = None if eval_returns is None else [_float_or_none(r) for r in eval_returns]
@@ -204,7 +206,7 @@ def record_row(
         "train_return": _float_or_none(train_return),
         "train": {str(k): _float_or_none(v) for k, v in train_means.items()},
         "retnorm": retnorm,
-        "wall_s": float(wall_s),
+        "wall_s": None if wall_s is None else float(wall_s),
     }
 
 
