@@ -215,6 +215,20 @@ def test_set_parses_yaml_values_and_regex_keys():
     assert prov.origin["opt.eps"] == "defaults"
 
 
+def test_yaml_reads_as_the_references_yaml_1_2(tmp_path):
+    """The reference's ruamel reads YAML 1.2: only true/false are booleans, so its
+    `advnorm: {impl: off}` is the string 'off' (the one value implemented), not False."""
+    path = tmp_path / "c.yaml"
+    path.write_text("advnorm: {impl: off}\ncontdisc: false\nrun: {steps: 1.1e5}\n")
+    config, prov = C.resolve(config_file=path)
+    assert prov.origin["contdisc"] == f"--config {path}" and config.agent.contdisc is False
+    assert config.run.steps == 110_000
+    with pytest.raises(C.ConfigError, match="advnorm.impl"):
+        C.resolve(sets=["advnorm.impl=on"])
+    with pytest.raises(C.ConfigError, match="contdisc: expects bool, got 'yes'"):
+        C.resolve(sets=["contdisc=yes"])
+
+
 def test_regex_matching_as_the_reference():
     # --set matches the whole key (flags.py:78-83); files and named configs match from
     # the start of a key (config.py:113-117), so `dyn\.rssm\.(deter|hid)` reaches hidden.

@@ -404,7 +404,8 @@ def _coerce(key: str, value: Any, typ: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------
-# YAML scalars (YAML 1.2 floats: 5e6 and 1.1e5 are numbers, as the reference's ruamel reads)
+# YAML scalars as the reference's ruamel reads them (YAML 1.2): 5e6 and 1.1e5 are numbers,
+# and only true / false are booleans (`impl: off` is the string 'off', not False).
 
 
 def _yaml_loader():
@@ -413,6 +414,12 @@ def _yaml_loader():
     class Loader(yaml.SafeLoader):
         pass
 
+    bool_tag = "tag:yaml.org,2002:bool"
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != bool_tag]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                 list("tTfF"))
     float12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", float12,
                                  list("-+0123456789."))
