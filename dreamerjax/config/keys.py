@@ -729,6 +729,22 @@ def _apply(flat: dict, origin: dict, updates: Mapping[str, Any], label: str,
                 origin[internal] = label
 
 
+def agent_from_reference(flat: Mapping[str, Any], reference: str) -> AgentConfig:
+    """The agent config a reference's own full config gives (its dotted keys, spelled as
+    `reference` spells them, e.g. a fixture's config dump): every key that sets an agent
+    field is applied over that version's defaults; the others (the run, the replay,
+    logging, the reference's process layout) cannot change a loss or an update and are
+    left out, as are the options of which only one value is implemented (FIXED: the caller
+    checks those its use depends on)."""
+    table, _ = _version_keys(reference)
+    agent = {k: v for k, v in flat.items()
+             if any(KEYS[t].startswith("agent.") for t in table.get(k, ()))}
+    dotted = to_dotted(versions.default_config(reference))
+    _apply(dotted, dict.fromkeys(dotted, "defaults"), agent, "the reference's config",
+           full=True, reference=reference)
+    return from_dotted(dotted).agent
+
+
 def parse_set(item: str) -> tuple[str, Any]:
     """'KEY=VALUE' -> (key, YAML value)."""
     key, sep, text = item.partition("=")

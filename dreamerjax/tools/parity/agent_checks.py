@@ -37,7 +37,8 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
-from dreamerjax.config.defaults import AgentConfig, tiny_agent_config
+from dreamerjax.config import keys
+from dreamerjax.config.defaults import REF_29EB964, AgentConfig
 from dreamerjax.run import records
 from dreamerjax.tools.parity import fixtures as fixtures_lib
 from dreamerjax.tools.parity.fixtures import Row
@@ -151,63 +152,14 @@ def _check_fixed(y: dict, name: str) -> None:
 
 
 def config_from_yaml(path: str, **overrides) -> AgentConfig:
-    """The agent config a fixture was made with, from its full flattened config yaml.
-    Every size and hyperparameter we implement is read; an option we do not implement
-    with a non-default value raises ValueError naming the key."""
+    """The agent config a fixture was made with, from its full flattened config yaml read
+    through config/keys (the one map of the reference's names); an option we do not
+    implement with a non-default value raises ValueError naming the key."""
     with open(path) as f:
         y = yaml.safe_load(f)
     _check_fixed(y, os.path.basename(path))
-    ls = y["loss_scales"]
-    base = tiny_agent_config(sample_mode=True)
-    rep = dataclasses.replace
-    r, e, d = y["dyn"]["rssm"], y["enc"]["simple"], y["dec"]["simple"]
-
-    def head(old, h, **kw):
-        return rep(old, units=int(h["units"]), layers=int(h["layers"]),
-                   outscale=float(h["outscale"]), **kw)
-
-    cnn = ("depth", "kernel", "minres")
-    cfg = rep(
-        base,
-        rssm=rep(base.rssm, **{k: int(r[k]) for k in (
-            "deter", "hidden", "classes", "stoch", "blocks", "imglayers", "obslayers",
-            "dynlayers")}, unimix=float(r["unimix"]), outscale=float(r["outscale"]),
-            absolute=bool(r["absolute"])),
-        enc=rep(base.enc, units=int(e["units"]), layers=int(e["layers"]),
-                symlog=bool(e["symlog"]), mults=tuple(int(m) for m in e["mults"]),
-                outer=bool(e["outer"]), **{k: int(e[k]) for k in cnn}),
-        dec=rep(base.dec, units=int(d["units"]), layers=int(d["layers"]),
-                mults=tuple(int(m) for m in d["mults"]), outer=bool(d["outer"]),
-                outscale=float(d["outscale"]), block_space=int(d["block_space"]),
-                hidden_stoch=bool(d["hidden_stoch"]), **{k: int(d[k]) for k in cnn}),
-        rewhead=head(base.rewhead, y["rewhead"], bins=int(y["rewhead"]["bins"])),
-        conhead=head(base.conhead, y["conhead"]),
-        actor=head(base.actor, y["actor"]),
-        critic=head(base.critic, y["critic"], bins=int(y["critic"]["bins"])),
-        actor_unimix=float(y["actor"]["unimix"]),
-        actor_minstd=float(y["actor"]["minstd"]), actor_maxstd=float(y["actor"]["maxstd"]),
-        opt=rep(base.opt, lr=float(y["opt"]["lr"]), eps=float(y["opt"]["eps"]),
-                beta1=float(y["opt"]["beta1"]), beta2=float(y["opt"]["beta2"]),
-                agc=float(y["opt"]["agc"]), pmin=float(y["opt"]["pmin"]),
-                warmup=int(y["opt"]["warmup"])),
-        retnorm=rep(base.retnorm, **{k: float(y["retnorm"][k]) for k in (
-            "rate", "limit", "perclo", "perchi")}),
-        loss_scales=rep(base.loss_scales, **{k: float(ls[k]) for k in (
-            "dec_cnn", "dec_mlp", "reward", "cont", "dyn", "rep", "actor", "critic",
-            "replay_critic")}),
-        free_nats=float(y["rssm_loss"]["free"]),
-        contdisc=bool(y["contdisc"]),
-        horizon=int(y["horizon"]),
-        imag_length=int(y["imag_length"]),
-        return_lambda=float(y["return_lambda"]),
-        return_lambda_replay=float(y["return_lambda_replay"]),
-        actent=float(y["actent"]),
-        slowreg=float(y["slowreg"]),
-        slow_critic_fraction=float(y["slow_critic_fraction"]),
-        slow_critic_update=int(y["slow_critic_update"]),
-        replay_critic_loss=bool(y["replay_critic_loss"]),
-    )
-    return rep(cfg, **overrides)
+    cfg = keys.agent_from_reference(keys.load_file(path), REF_29EB964)
+    return dataclasses.replace(cfg, sample_mode=True, **overrides)
 
 
 def yaml_spaces(path: str) -> tuple[str, str]:

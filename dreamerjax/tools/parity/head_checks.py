@@ -25,7 +25,8 @@ import yaml
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
-from dreamerjax.config.defaults import HEAD_REF, agent_config
+from dreamerjax.config import keys
+from dreamerjax.config.defaults import HEAD_REF
 from dreamerjax.tools.parity import agent_checks
 from dreamerjax.tools.parity.agent_checks import (
     DEEP,
@@ -114,48 +115,12 @@ def config_from_head_yaml(path: str) -> agent_lib.AgentConfig:
                       ("replay_context", 1), ("imag_last", 0)):
         if y[key] != want:
             raise ValueError(f"{os.path.basename(path)}: {key} = {y[key]!r} is not implemented")
-    rep = dataclasses.replace
-    r, e, d = y["dyn"]["rssm"], y["enc"]["simple"], y["dec"]["simple"]
-    base = agent_config("1m", reference=HEAD_REF)
-    heads = {}
-    for ours, theirs in (("rewhead", "rewhead"), ("conhead", "conhead"), ("actor", "policy"),
-                         ("critic", "value")):
-        h = y[theirs]
-        kw = {"bins": int(h["bins"])} if "bins" in h else {}
-        heads[ours] = rep(getattr(base, ours), units=int(h["units"]), layers=int(h["layers"]),
-                          outscale=float(h["outscale"]), **kw)
-    ls, il = y["loss_scales"], y["imag_loss"]
-    return rep(
-        base, **heads,
-        rssm=rep(base.rssm, **{k: int(r[k]) for k in (
-            "deter", "hidden", "classes", "stoch", "blocks", "imglayers", "obslayers",
-            "dynlayers")}, unimix=float(r["unimix"]), outscale=float(r["outscale"]),
-            absolute=bool(r["absolute"])),
-        enc=rep(base.enc, units=int(e["units"]), layers=int(e["layers"]),
-                symlog=bool(e["symlog"]), depth=int(e["depth"]), kernel=int(e["kernel"]),
-                mults=tuple(int(m) for m in e["mults"])),
-        dec=rep(base.dec, units=int(d["units"]), layers=int(d["layers"]), depth=int(d["depth"]),
-                kernel=int(d["kernel"]), mults=tuple(int(m) for m in d["mults"]),
-                vec_outscale=float(d["outscale"]), block_space=int(d["bspace"])),
-        actor_minstd=float(y["policy"]["minstd"]), actor_maxstd=float(y["policy"]["maxstd"]),
-        opt=rep(base.opt, **{k: float(y["opt"][k]) for k in (
-            "lr", "eps", "beta1", "beta2", "agc")}, warmup=int(y["opt"]["warmup"])),
-        retnorm=rep(base.retnorm, **{k: float(y["retnorm"][k]) for k in (
-            "rate", "limit", "perclo", "perchi")}),
-        loss_scales=rep(base.loss_scales, dec_cnn=float(ls["rec"]), dec_mlp=float(ls["rec"]),
-                        reward=float(ls["rew"]), cont=float(ls["con"]), dyn=float(ls["dyn"]),
-                        rep=float(ls["rep"]), actor=float(ls["policy"]),
-                        critic=float(ls["value"]), replay_critic=float(ls["repval"])),
-        free_nats=float(r["free_nats"]), contdisc=bool(y["contdisc"]),
-        horizon=int(y["horizon"]), imag_length=int(y["imag_length"]),
-        return_lambda=float(il["lam"]), return_lambda_replay=float(y["repl_loss"]["lam"]),
-        actent=float(il["actent"]), slowreg=float(il["slowreg"]),
-        slow_critic_fraction=float(y["slowvalue"]["rate"]),
-        slow_critic_update=int(y["slowvalue"]["every"]),
-        replay_critic_loss=bool(y["repval_loss"]),
-        # HEAD's own order of the two-hot expectation (outs.py:285-309), as the 29eb964
-        # checks use that version's.
-        twohot_mean="pairsum", sample_mode=True)
+    # HEAD's agent config holds the agent's keys without their `agent.` section.
+    flat = {f"agent.{k}": v for k, v in keys.load_file(path).items()}
+    # HEAD's own order of the two-hot expectation (outs.py:285-309), as the 29eb964
+    # checks use that version's.
+    return dataclasses.replace(keys.agent_from_reference(flat, HEAD_REF),
+                               twohot_mean="pairsum", sample_mode=True)
 
 
 def spaces_of(arrays: dict, prefix: str, params: dict) -> agent_lib.Spaces:
