@@ -56,6 +56,16 @@ def test_parse_train(tmp_path):
     assert resumed.env is None and resumed.size is None
 
 
+def test_small_argv_is_small_config(tmp_path):
+    """The tests' small run on the command line (tests/_runs.py) resolves to the Config its
+    library tests train, so CLI and library tests share one compiled program."""
+    from _runs import small_argv, small_config
+
+    for steps in (240, 160):
+        args = cli.parse(["train", *small_argv(steps), "--out", str(tmp_path / "r")])
+        assert cli.config_from_args(args.validate()) == small_config(steps=steps)
+
+
 def _train_error(argv, capsys):
     code = cli.main(["train", *argv])
     err = capsys.readouterr().err

@@ -6,30 +6,38 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+from _runs import small_argv
 
 from dreamerjax.run.records import without_timing
+
+TESTS = Path(__file__).parent
+# The small run's log points (tests/_runs.py) for seeds 0 and 1, in records order.
+ROWS = [(seed, rows) for rows in (80, 160, 240) for seed in (0, 1)]
 
 # XLA_FLAGS must be set before jax is imported, so the run happens in a fresh interpreter.
 SCRIPT = textwrap.dedent("""
     import json, os, sys
     import jax
     import jax.numpy as jnp
-    from dreamerjax.config.defaults import make_config
     from dreamerjax.run import driver, loop as train
     from dreamerjax.run import setup as setup_lib
     from dreamerjax.tools.protocol.fields import ProtocolFields
 
     out = sys.argv[1]
+    sys.path.insert(0, sys.argv[2])  # tests/, for the shared small run
+    from _runs import small_config
     specs = lambda tree: sorted({json.dumps(list(x.sharding.spec)) for x in jax.tree.leaves(tree)})
-    # A private persistent cache: the Trainer built below for the sharding checks then
-    # reuses the chunk that train(devices=2) compiled instead of compiling it again.
-    jax.config.update("jax_compilation_cache_dir", os.path.join(out, "cache"))
+    # The session's persistent cache (XDG_CACHE_HOME, tests/conftest.py): the Trainer built
+    # below for the sharding checks then reuses the chunk that train(devices=2) compiled
+    # instead of compiling it again.
+    jax.config.update("jax_compilation_cache_dir",
+                      os.path.join(os.environ["XDG_CACHE_HOME"], "dreamerjax", "jax"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    cfg = make_config("CartPole-v1", tiny=True, steps=1088, eval_every=1088,
-                            eval_episodes=2)
+    cfg = small_config()
     res = {"device_count": jax.device_count()}
     for d in (2, 1):
         res[f"records_{d}"] = driver.train(cfg, (0, 1), os.path.join(out, f"d{d}"), devices=d,
@@ -65,7 +73,7 @@ def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("devices")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
                JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env,
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out), str(TESTS)], env=env,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -79,8 +87,8 @@ def _same(a, b, path=""):
     """Equal structure, equal ints/bools/strings; floats equal to float32 rounding. One
     device runs both seeds one after the other (run.seed_loop auto: mapped on a CPU), two
     devices a vmapped batch of 1 each, and XLA may order a float32 reduction differently
-    for the two programs; measured differences
-    are below 3e-6 relative (window means of 25 updates)."""
+    for the two programs; measured differences (on a run of 25 updates per window)
+    were below 3e-6 relative."""
     if isinstance(a, dict):
         assert a.keys() == b.keys(), path
         for k in a:
@@ -98,8 +106,8 @@ def _same(a, b, path=""):
 def test_two_devices_give_the_records_of_one(result):
     assert result["device_count"] == 2
     two, one = _strip(result["records_2"]), _strip(result["records_1"])
-    assert [(r["seed"], r["rows"]) for r in two] == [(0, 1088), (1, 1088)]
-    assert two[0]["updates"] > 0  # the gate opened, so updates ran on both devices
+    assert [(r["seed"], r["rows"]) for r in two] == ROWS
+    assert two[-1]["updates"] > 0  # the gate opened, so updates ran on both devices
     # What the run decides by (episodes, evaluation, counts) is identical.
     for r2, r1 in zip(two, one, strict=True):
         for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
@@ -142,9 +150,8 @@ def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
     port = _free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
-    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", "--tiny", "--seeds", "0", "1",
-            "--steps", "1088", "--eval-every", "1088", "--eval-episodes", "2",
-            "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
+    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *small_argv(), "--seeds",
+            "0", "1", "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
     # Output goes to files, not pipes: waiting on process 0 while process 1 fills an unread
     # pipe (its progress bar) would block process 1 and, in a collective, process 0 too.
@@ -165,7 +172,7 @@ def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
     with open(out / "records.jsonl") as f:
         recs = [json.loads(line) for line in f]
     two = _strip(result["records_2"])
-    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 1088), (1, 1088)]
+    assert [(r["seed"], r["rows"]) for r in recs] == ROWS
     for rp, r2 in zip(_strip(recs), two, strict=True):
         for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
             assert rp[k] == r2[k], k

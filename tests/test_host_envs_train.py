@@ -6,6 +6,8 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
+from _runs import small_config  # noqa: E402
+
 from dreamerjax.config.defaults import make_config  # noqa: E402
 from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
@@ -14,8 +16,10 @@ from dreamerjax.run import driver, records  # noqa: E402
 from dreamerjax.run.setup import make_setup  # noqa: E402
 
 
-def _cfg(env="gym_CartPole-v1", steps=1200, **kw):
-    return make_config(env, tiny=True, steps=steps, eval_every=400, eval_episodes=2, **kw)
+def _cfg(env="gym_CartPole-v1"):
+    """The tests' small run (tests/_runs.py) on a host env: 8 envs, log points at rows
+    80 / 160 / 240, a replay ring of 64 rows per env."""
+    return small_config(env)
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +32,17 @@ def cartpole_run(tmp_path_factory):
 
 def test_host_cartpole_schedule_records_and_episodes(cartpole_run):
     out, recs = cartpole_run
-    # The compiled path's schedule: updates 0 / 0 / 81 at 400 / 800 / 1,200 rows per seed.
+    # The compiled path's schedule (tests/_runs.py): the gate opens at row 132, so no
+    # update at row 80, then 1 + (rows - 132) // 2: 15 at row 160 and 55 at row 240.
     assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
-        (0, 400, 0), (1, 400, 0), (0, 800, 0), (1, 800, 0), (0, 1200, 81), (1, 1200, 81)]
+        (0, 80, 0), (1, 80, 0), (0, 160, 15), (1, 160, 15), (0, 240, 55), (1, 240, 55)]
     for r in recs:
         assert len(r["eval_returns"]) == 2 and all(1 <= x <= 500 for x in r["eval_returns"])
         assert r["eval_lengths"] == r["eval_returns"]  # CartPole: reward 1 per step
     assert recs[-1]["train"]["opt_loss"] is not None
     eps = records.read_episodes(out)
     assert {e["seed"] for e in eps} == {0, 1}
-    assert {e["worker"] for e in eps} <= set(range(16))
+    assert {e["worker"] for e in eps} <= set(range(8))
     # CartPole-v1 episodes end by termination (random policies fall long before 500).
     assert all(e["terminal"] and e["score"] == e["length"] for e in eps)
     per_worker = {}
@@ -93,20 +98,23 @@ def test_env_that_raises_stops_the_run_and_keeps_the_checkpoint(tmp_path):
     out = str(tmp_path / "run")
     FailingCartPole.armed = False
     try:
+        # Seeds 0 and 1 as cartpole_run: the same spaces and seeds, so the same programs
+        # (from the session's compilation cache).
         with pytest.raises(host_lib.EnvWorkerError, match="the simulator crashed"):
-            driver.train(_cfg(env=env_id), (0,), out, progress=False, compile_cache=False,
+            driver.train(_cfg(env=env_id), (0, 1), out, progress=False, compile_cache=False,
                          tensorboard=False, callbacks=[ArmFailure()])
     finally:
         FailingCartPole.armed = False
     found = ckpt.latest(out)
-    assert found is not None and found[1]["rows"] == 400  # the first log point's
-    assert [r["rows"] for r in records.read_records(out)] == [400]
+    assert found is not None and found[1]["rows"] == 80  # the first log point's
+    assert [r["rows"] for r in records.read_records(out)] == [80, 80]  # of seeds 0 and 1
 
 
 def test_host_setup_is_checked_before_compiling(tmp_path):
     setup = make_setup(_cfg())
     assert setup.spaces.obs == (("vector", (4,), "float32"),)
-    assert setup.spec.episode_limit == 500 and setup.capacity == 75
+    # the ring: run.replay_capacity of the small run, 64 rows per env
+    assert setup.spec.episode_limit == 500 and setup.capacity == 64
     with pytest.raises(ValueError, match="NoSuchEnv"):
         make_setup(_cfg(env="gym_NoSuchEnv-v0"))
     with pytest.raises(ValueError, match="devices"):

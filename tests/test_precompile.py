@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from _runs import small_argv
 
 from dreamerjax.run import precompile
 from dreamerjax.run.records import without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--tiny", "--steps", "512", "--eval-every", "256", "--num-envs", "4",
-        "--eval-episodes", "2"]
+# The tests' small run (tests/_runs.py); the test is about the cache, so each process
+# below has a cache directory of its own (empty at its start), not the session's.
+TINY = small_argv()
 
 
 def test_on_from_the_command_line_unless_its_flag_or_variable_says_no(monkeypatch):

@@ -1,11 +1,13 @@
 """Nothing lost, whatever happens: `dreamerjax train` killed at seeded random
 moments and resumed, stopped by SIGINT / SIGTERM, a second writer, a damaged checkpoint,
-a full disk and a non-finite loss, all in one story of a tiny 1,200-row run (updates
-0 / 0 / 81 at its three log points), compared at the end with the same run left whole.
+a full disk and a non-finite loss, all in one story of the tests' small 240-row run
+(tests/_runs.py: updates 0 / 15 / 55 at its three log points, rows 80 / 160 / 240),
+compared at the end with the same run left whole.
 
-Every process shares one compilation cache (XDG_CACHE_HOME), so only the first compiles.
-The kills land in chosen windows through tests/_failpoints.py's pause points; the
-moment within a window (a chunk running, orbax writing) is drawn from a seeded RNG.
+Every process shares the session's compilation cache (XDG_CACHE_HOME, conftest.py), so at
+most the first compiles. The kills land in chosen windows through tests/_failpoints.py's
+pause points; the moment within a window (a chunk running, orbax writing) is drawn from a
+seeded RNG.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,24 +25,33 @@ from pathlib import Path
 import _failpoints
 import numpy as np
 import pytest
+from _runs import small_argv
 
 from dreamerjax.run import checkpoint, records
 from dreamerjax.run import lock as runlock
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ["--tiny", "--steps", "1200", "--eval-every", "400", "--num-envs", "16",
-       "--eval-episodes", "2"]
+RUN = small_argv()  # one seed (the CLI's default); log points at rows 80, 160, 240
 TIMEOUT = 600  # seconds one process may take before the test gives up on it
 
 # One step: what to do to the process (kill: SIGKILL; sigint / sigterm; none: let it end),
 # the pause point armed in it (tests/_failpoints.py), the marker to wait for, the seconds
 # to wait after it (a seeded uniform draw in [0, jitter)) and the fault injected into it
 # (INJECT).
-# The kills cover a chunk running (and compiling), a records write (episodes written,
-# records torn half-way), the TensorBoard write, orbax writing a checkpoint (its
-# temporary directory on disk) and the gap between orbax's commit and our manifest.
+# The kills cover a chunk running (and loading its compiled program), a records write
+# (episodes written, records torn half-way), the TensorBoard write, orbax writing a
+# checkpoint (its temporary directory on disk) and the gap between orbax's commit and our
+# manifest.
+# A chunk of the small run can end within the jitter (interval 2's 40 updates take a
+# fraction of a second on a fast machine), so a signal aimed at a chunk also arms a guard:
+# a pause at the same interval's records (after its evaluation, before its checkpoint)
+# longer than the jitter. The signal still lands at the seeded moment after the chunk
+# started, and never after the interval's checkpoint, which every assertion relies on.
 def _step(act, pause="", jitter=0.0, inject="", wait=None):
     wait = wait if wait is not None else pause.split("=")[0]
+    if pause.startswith("chunk:"):
+        index = pause.split("=")[0].split(":")[1]
+        pause += f",records:{index}={jitter + 2.0}"
     return {"act": act, "pause": pause, "jitter": jitter, "inject": inject, "wait": wait}
 
 
@@ -71,7 +81,7 @@ import errno, os
 from dreamerjax.run import records
 real = records._fsync_append
 def full(path, lines):
-    if path.name == records.RECORDS_FILE and '"rows": 800' in lines[0]:
+    if path.name == records.RECORDS_FILE and '"rows": 160' in lines[0]:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
     return real(path, lines)
 records._fsync_append = full
@@ -96,7 +106,7 @@ import numpy as np
 from dreamerjax.run import driver
 real = driver._check_finite
 def poisoned(bad, seeds, rows, out):
-    if rows == 800:
+    if rows == 160:
         bad = np.full_like(np.asarray(bad), 7)
     return real(bad, seeds, rows, out)
 driver._check_finite = poisoned
@@ -151,18 +161,19 @@ class Proc:
         return "\n".join(self.lines)
 
 
-def _env(cache: Path, pause: str = "") -> dict:
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONUNBUFFERED="1")
+def _env(pause: str = "") -> dict:
+    # XDG_CACHE_HOME stays the session's (conftest.py): the children share its cache.
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop(_failpoints.ENV, None)
     if pause:
         env[_failpoints.ENV] = pause
     return env
 
 
-def _quick(argv, cache) -> subprocess.CompletedProcess:
+def _quick(argv) -> subprocess.CompletedProcess:
     """A CLI call expected to be refused before anything is built."""
     return subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "train", *argv],
-                          cwd=ROOT, env=_env(cache), capture_output=True, text=True,
+                          cwd=ROOT, env=_env(), capture_output=True, text=True,
                           timeout=120)
 
 
@@ -184,13 +195,11 @@ def _state_file(run_dir: Path, index: int) -> Path:
 def story(tmp_path_factory):
     """Runs the whole run, then STORY on a second directory; returns what happened."""
     base = tmp_path_factory.mktemp("reliability")
-    cache = base / "cache"
     whole, run = base / "whole", base / "run"
-    proc = Proc([*RUN, "--out", str(whole)], _env(cache))
+    proc = Proc([*RUN, "--out", str(whole)], _env())
     assert proc.finish() == 0, proc.text()
     rng = random.Random(18)
-    log = {"kills": 0, "resumes": 0, "events": [], "whole": whole, "run": run,
-           "cache": cache}
+    log = {"kills": 0, "resumes": 0, "events": [], "whole": whole, "run": run}
     first = True
     for step in STORY:
         argv = [*RUN, "--out", str(run)] if first else ["--resume", str(run)]
@@ -204,7 +213,7 @@ def story(tmp_path_factory):
             continue
         lock = run / runlock.LOCK_FILE
         event["lock_before"] = lock.read_text() if lock.exists() else None
-        proc = Proc(argv, _env(cache, step["pause"]), INJECT.get(step["inject"], ""))
+        proc = Proc(argv, _env(step["pause"]), INJECT.get(step["inject"], ""))
         event["pid"] = proc.popen.pid
         log["resumes"] += not first
         first = False
@@ -212,8 +221,8 @@ def story(tmp_path_factory):
             proc.wait_for(f"[dreamerjax-test] at {step['wait']}")
             if step["act"] == "kill" and step["jitter"] == 0.0:
                 # A live writer paused in the middle of a write: a second one is refused.
-                event["second_resume"] = _quick(["--resume", str(run)], cache)
-                event["second_out"] = _quick([*RUN, "--out", str(run)], cache)
+                event["second_resume"] = _quick(["--resume", str(run)])
+                event["second_out"] = _quick([*RUN, "--out", str(run)])
             time.sleep(rng.uniform(0, step["jitter"]))
             sig = {"kill": signal.SIGKILL, "sigint": signal.SIGINT,
                    "sigterm": signal.SIGTERM}[step["act"]]
@@ -225,7 +234,7 @@ def story(tmp_path_factory):
         event["partial"] = sorted(p.name for p in (run / "checkpoints").glob("*tmp*")) \
             if (run / "checkpoints").exists() else []
         if step["inject"] == "nan":
-            event["refused"] = _quick(["--resume", str(run)], cache)
+            event["refused"] = _quick(["--resume", str(run)])
             (run / runlock.NONFINITE_FILE).unlink()  # the documented way to retry anyway
     return log
 
@@ -246,8 +255,10 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
         return [records.without_timing(r) for r in recs]
 
     a, b = records.read_records(whole), records.read_records(run)
-    assert [r["rows"] for r in b] == [400, 800, 1200]
-    assert [r["updates"] for r in b] == [0, 0, 81]
+    # Log points every 80 rows; the gate opens at row 132, so none at row 80, then one
+    # update per 2 rows after it: 1 + (160 - 132) // 2 = 15, 1 + (240 - 132) // 2 = 55.
+    assert [r["rows"] for r in b] == [80, 160, 240]
+    assert [r["updates"] for r in b] == [0, 15, 55]
     assert strip(a) == strip(b)
     assert records.read_episodes(whole) == records.read_episodes(run)
     # no torn line anywhere: every line of both files parses
@@ -259,7 +270,7 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
     assert sa.keys() == sb.keys() == {0}
     keys = [(tag, step) for tag, step, _ in sb[0]]
     assert len(keys) == len(set(keys)), "a duplicate TensorBoard point"
-    assert {step for _, step in keys} == {400, 800, 1200}, "a gap"
+    assert {step for _, step in keys} == {80, 160, 240}, "a gap"
     assert sorted(sa[0]) == sorted(sb[0])
 
 
@@ -315,18 +326,18 @@ def test_sigint_and_sigterm_stop_after_a_checkpoint(story):
     (sigint,) = _events(story, "act", "sigint")
     assert sigint["rc"] == 128 + signal.SIGINT, sigint["stderr"]
     assert sigint["checkpoints"] == [0]
-    assert "SIGINT: stopped at row 400 after its checkpoint; continue with: " \
+    assert "SIGINT: stopped at row 80 after its checkpoint; continue with: " \
            f"dreamerjax train --resume {story['run']}" in sigint["stderr"]
     (sigterm,) = _events(story, "act", "sigterm")
     assert sigterm["rc"] == 128 + signal.SIGTERM, sigterm["stderr"]
-    assert "SIGTERM: stopped at row 1200 after its checkpoint" in sigterm["stderr"]
+    assert "SIGTERM: stopped at row 240 after its checkpoint" in sigterm["stderr"]
     assert 2 in sigterm["checkpoints"]
     assert "Traceback" not in sigint["stderr"] + sigterm["stderr"]
 
 
 def test_damaged_checkpoints_fall_back_to_the_previous(story):
     events = story["events"]
-    after_manifest_kill = events[[e["pause"] for e in events].index("chunk:2=0")]
+    after_manifest_kill = next(e for e in events if e["pause"].startswith("chunk:2=0"))
     assert "checkpoint 1 of" in after_manifest_kill["stderr"]
     assert "damaged (its save did not finish" in after_manifest_kill["stderr"]
     assert "resuming from checkpoint 0" in after_manifest_kill["stderr"]
@@ -345,7 +356,7 @@ def test_a_full_disk_stops_with_the_reason_and_keeps_the_last_checkpoint(story):
         assert event["rc"] == 4, event["stderr"]
         line = _one_error_line(event["stderr"])
         assert "No space left on device" in line
-        assert "last good checkpoint is" in line and "(row 400)" in line
+        assert "last good checkpoint is" in line and "(row 80)" in line
         assert f"dreamerjax train --resume {story['run']}" in line
         assert event["checkpoints"] == [0] and event["partial"] == []
 
@@ -354,8 +365,9 @@ def test_a_nonfinite_loss_stops_and_resume_refuses_it(story):
     (nan,) = _events(story, "inject", "nan")
     assert nan["rc"] == 3, nan["stderr"]
     line = _one_error_line(nan["stderr"])
-    assert "non-finite loss at update 7" in line and "stopped at row 800" in line
-    assert "last good checkpoint is" in line and "(row 400)" in line
+    # INJECT["nan"] names update 7 at log point 1 (row 160), one of its updates 0..14
+    assert "non-finite loss at update 7" in line and "stopped at row 160" in line
+    assert "last good checkpoint is" in line and "(row 80)" in line
     refused = nan["refused"]
     assert refused.returncode == 2
     line = _one_error_line(refused.stderr)
@@ -379,4 +391,3 @@ def test_pause_points_are_inert_without_the_variable(monkeypatch):
 def test_cleanup_leaves_no_lock(story):
     assert not (story["run"] / runlock.LOCK_FILE).exists()
     assert not (story["whole"] / runlock.LOCK_FILE).exists()
-    shutil.rmtree(story["cache"], ignore_errors=True)

@@ -9,17 +9,17 @@ import sys
 
 import jax
 import pytest
+from _runs import small_argv, small_config
 
-from dreamerjax.config.defaults import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import memory
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.tools import cli
 
 
-def _setup(**run):
-    return setup_lib.make_setup(make_config("CartPole-v1", tiny=True, steps=1200,
-                                            eval_every=400, **run))
+def _setup():
+    """The tests' small run (tests/_runs.py): 8 envs, a replay ring of 64 rows per env."""
+    return setup_lib.make_setup(small_config())
 
 
 def test_replay_bytes_equal_the_replay_the_state_holds():
@@ -27,9 +27,9 @@ def test_replay_bytes_equal_the_replay_the_state_holds():
     state = jax.eval_shape(lambda k: train_lib.init_seed(setup, k), jax.random.PRNGKey(0))
     data = jax.tree.leaves(state.replay.data)
     held = sum(math.prod(x.shape) * x.dtype.itemsize for x in data)
-    assert memory.replay_bytes(setup, 1) == held == 16 * 75 * memory.row_bytes(setup)
+    assert memory.replay_bytes(setup, 1) == held == 8 * 64 * memory.row_bytes(setup)
     assert memory.replay_bytes(setup, 3) == 3 * held
-    assert memory.describe(setup, 3).startswith("replay: 3 seeds x 16 envs x 75 rows x ")
+    assert memory.describe(setup, 3).startswith("replay: 3 seeds x 8 envs x 64 rows x ")
 
 
 def test_available_is_a_positive_figure():
@@ -48,8 +48,7 @@ def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
     from dreamerjax.run import driver
 
     setup = _setup()
-    config = make_config("CartPole-v1", tiny=True, steps=1200, eval_every=400,
-                         replay_capacity=_too_big_capacity(setup))
+    config = small_config(replay_capacity=_too_big_capacity(setup))
 
     def no_trainer(*args, **kwargs):
         raise AssertionError("a Trainer was built (compiling) for a replay that cannot fit")
@@ -68,8 +67,8 @@ def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
 def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, capsys):
     rows = _too_big_capacity(_setup())
     monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
-    code = cli.main(["train", "--out", str(tmp_path / "run"), "--tiny", "--steps", "1200",
-                     "--eval-every", "400", "--set", f"run.replay_capacity={rows}"])
+    code = cli.main(["train", "--out", str(tmp_path / "run"), *small_argv(),
+                     "--set", f"run.replay_capacity={rows}"])  # the last --set wins
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.count("\n") == 0 and err.startswith("dreamerjax train: error: replay: 1 seeds")
