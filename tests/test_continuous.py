@@ -5,9 +5,9 @@ reference's names (agent.py:319-327 @29eb964: act/action, ent/action, rand/actio
 import jax
 import numpy as np
 import pytest
+from _runs import STEPS, small_config
 
 from dreamerjax import envs
-from dreamerjax.config.defaults import make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.setup import make_setup
 
@@ -15,10 +15,8 @@ from dreamerjax.run.setup import make_setup
 @pytest.fixture(scope="module")
 def pendulum(tmp_path_factory):
     out = tmp_path_factory.mktemp("pendulum")
-    # 4 envs: the replay gate opens at 272 rows (16 windows of 65), so 480 rows give
-    # (480 - 272) / 2 + 1 = 105 updates.
-    cfg = make_config("Pendulum-v1", tiny=True, steps=480, eval_every=240, eval_episodes=2,
-                      num_envs=4)
+    # The shared small run (tests/_runs.py) on Pendulum: log points at rows 80, 160, 240.
+    cfg = small_config("Pendulum-v1")
     driver.train(cfg, (0,), str(out), progress=False, compile_cache=False, report=False)
     return out, cfg
 
@@ -26,7 +24,10 @@ def pendulum(tmp_path_factory):
 def test_records_carry_the_continuous_actor_metrics(pendulum):
     out, _ = pendulum
     recs = records.read_records(out)
-    assert [r["updates"] for r in recs] == [0, 105]
+    # The gate opens at row 132 (8 envs filled in turn: 4 of them hold a 17-row window at
+    # 8 x 16 + 4 rows), then 1 + (rows - 132) // 2 updates: none, 1 + 14, 1 + 54.
+    assert [r["rows"] for r in recs] == [80, 160, STEPS]
+    assert [r["updates"] for r in recs] == [0, 15, 55]
     train = recs[-1]["train"]
     for stat in ("mean", "std", "min", "max"):
         for name in ("act/action", "ent/action", "rand/action"):

@@ -1,5 +1,10 @@
-"""End-to-end: tiny runs of the protocol's schedule; resume after a clean stop, a grown
---steps and a crash's leftovers; checkpoints off; seed independence."""
+"""End-to-end: the shared small run (tests/_runs.py) and the protocol's schedule; resume
+after a clean stop, a grown --steps and a crash's leftovers; checkpoints off; seed
+independence.
+
+Two seeds for the module's whole run (the program tests/test_outputs.py and
+tests/test_policy.py compile too), one seed for the runs of one contract each (the
+program the quick tier's run compiles), 160 rows where two log points suffice."""
 
 import json
 import os
@@ -7,16 +12,16 @@ import time
 
 import numpy as np
 import pytest
+from _runs import STEPS, small_config
 
 from dreamerjax.config.defaults import make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.protocol.fields import ProtocolFields
 
-
-def _cfg(steps=1600, **kw):
-    return make_config("CartPole-v1", tiny=True, steps=steps, eval_every=400, eval_episodes=2,
-                       **kw)
+_cfg = small_config
+EVERY = 80  # rows between log points (tests/_runs.py)
+TICK = 8  # rows per tick: one per env
 
 
 def _train(cfg, out, seeds=(0, 1), **kw):
@@ -37,9 +42,11 @@ def whole(tmp_path_factory):
 
 def test_records_schedule_and_schema(whole):
     recs = records.read_records(whole)
+    # The gate opens at row 132 (8 envs filled in turn: 4 of them hold a 17-row window
+    # at 8 x 16 + 4 rows), then 0.5 updates per row (32 / (4 x 16)): 1 + (rows - 132) // 2
+    # updates from it, none at row 80, 1 + 14 = 15 at 160 and 1 + 54 = 55 at 240.
     assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
-        (0, 400, 0), (1, 400, 0), (0, 800, 0), (1, 800, 0), (0, 1200, 81), (1, 1200, 81),
-        (0, 1600, 281), (1, 1600, 281)]
+        (0, 80, 0), (1, 80, 0), (0, 160, 15), (1, 160, 15), (0, 240, 55), (1, 240, 55)]
     for r in recs:
         assert {"side", "seed", "rows", "updates", "eval_mean", "eval_len_mean",
                 "eval_returns", "s2_logged", "train", "retnorm", "wall_s",
@@ -55,15 +62,15 @@ def test_records_schedule_and_schema(whole):
     assert recs[0]["train"]["actor_loss"] is None
     eps = records.read_episodes(whole)
     assert eps and all(e["length"] == e["score"] for e in eps)
-    assert all(e["row_last"] <= 1600 // 16 for e in eps)
+    assert all(e["row_last"] <= STEPS // TICK for e in eps)
     # train_return: the mean score of the seed's episodes that ended in the interval
     for r in recs:
-        lo, hi = (r["rows"] - 400) // 16, r["rows"] // 16
+        lo, hi = (r["rows"] - EVERY) // TICK, r["rows"] // TICK
         scores = [e["score"] for e in eps if e["seed"] == r["seed"] and lo < e["row_last"] <= hi]
         assert r["train_return"] == (pytest.approx(np.mean(scores)) if scores else None)
     for name in ("curves.png", "config.json", "metrics_losses.png"):
         assert (whole / name).exists(), name
-    assert checkpoint.indices(whole) == [2, 3]  # the last two kept
+    assert checkpoint.indices(whole) == [1, 2]  # of log points 0, 1, 2: the last two kept
 
 
 def test_tensorboard_holds_every_record_once(whole):
@@ -75,24 +82,32 @@ def test_tensorboard_holds_every_record_once(whole):
         assert evals == want
 
 
-@pytest.mark.slow  # two more runs; the kill test and test_replay's grow test keep both halves
-def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(whole, tmp_path):
-    """Defects 2 and 3: a run of 1,200 rows resumed to 1,600 (its replay ring grows from
-    75 to 100 rows per env) equals the 1,600-row run, also after a crash left a torn
-    records line, an episode line and TensorBoard points beyond its checkpoint."""
+@pytest.mark.slow  # three more runs; the kill test and test_replay's grow test keep both halves
+def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(tmp_path):
+    """Defects 2 and 3: a run of 160 rows resumed to 240 (its replay ring grows from 20 to
+    30 rows per env) equals the 240-row run, also after a crash left a torn records line,
+    an episode line and TensorBoard points beyond its checkpoint."""
+    # The ring sized by --steps (replay_capacity 0: steps / 8 envs rows per env) rather
+    # than the shared run's fixed 64 rows, so that the resume grows it.
+    def grown(steps):
+        return _cfg(steps=steps, replay_capacity=0)
+
+    whole = tmp_path / "whole"
+    _train(grown(STEPS), whole)
+    assert make_setup(grown(STEPS)).capacity == 30
     out = tmp_path / "split"
-    _train(_cfg(steps=1200), out)
-    assert make_setup(_cfg(steps=1200)).capacity == 75
+    _train(grown(160), out)
+    assert make_setup(grown(160)).capacity == 20
     with open(out / "records.jsonl", "a") as f:
         f.write(json.dumps(records.read_records(out)[-1]) + "\n" + '{"seed": 0, "rows": 16')
     with open(out / "episodes.jsonl", "a") as f:
         f.write(json.dumps(records.read_episodes(out)[-1]) + "\n")
     with records.RunWriter(out) as w:
-        w.add_scalars(0, 1600, {"eval/eval_mean": 123.0})
-    _train(_cfg(steps=1600), out, resume=True)
+        w.add_scalars(0, STEPS, {"eval/eval_mean": 123.0})
+    _train(grown(STEPS), out, resume=True)
     assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
     assert records.read_episodes(whole) == records.read_episodes(out)
-    assert json.loads((out / "config.json").read_text())["run"]["steps"] == 1600
+    assert json.loads((out / "config.json").read_text())["run"]["steps"] == STEPS
     a, b = records.read_scalars(whole), records.read_scalars(out)
     assert {s: sorted(p) for s, p in a.items()} == {s: sorted(p) for s, p in b.items()}
 
@@ -100,8 +115,8 @@ def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(whole, tmp_p
 @pytest.mark.slow  # the kill test (test_reliability.py) resumes after clean stops too
 def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     out = tmp_path / "stopped"
-    _train(_cfg(), out, stop_after_rows=800)
-    assert len(records.read_records(out)) == 4
+    _train(_cfg(), out, stop_after_rows=160)
+    assert len(records.read_records(out)) == 4  # rows 80 and 160 of both seeds
     _train(_cfg(), out, resume=True)
     assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
     assert records.read_episodes(whole) == records.read_episodes(out)
@@ -110,8 +125,8 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
 def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
     """Defect 1: --checkpoint-every 0 divided by zero after the first chunk."""
     out = tmp_path / "nock"
-    recs = _train(_cfg(steps=800, checkpoint_every=0, replay_capacity=80), out, seeds=(0,))
-    assert [r["rows"] for r in recs] == [400, 800]
+    recs = _train(_cfg(steps=160, checkpoint_every=0), out, seeds=(0,))  # two chunks
+    assert [r["rows"] for r in recs] == [80, 160]
     assert checkpoint.indices(out) == []
 
 
@@ -127,7 +142,7 @@ def test_wall_s_counts_the_chunk_it_records(tmp_path, monkeypatch):
 
     monkeypatch.setattr(driver, "to_host", late)
     out = tmp_path / "late"
-    recs = _train(_cfg(steps=800, replay_capacity=80), out, seeds=(0,), report=False)
+    recs = _train(_cfg(steps=160), out, seeds=(0,), report=False)  # two chunks
     walls = [r["wall_s"] for r in recs]
     assert walls[0] >= 3.0 and walls[1] - walls[0] >= 3.0
     # the checkpoint's clock is read after the records are written: only the writing apart
@@ -167,9 +182,9 @@ def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
             self.n = state["n"]
 
     out = tmp_path / "cb"
-    cfg = _cfg(steps=800, replay_capacity=80)
+    cfg = _cfg(steps=160)  # two log points, one in each call
     driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
-                 callbacks=[Count()], stop_after_rows=400)
+                 callbacks=[Count()], stop_after_rows=80)
     driver.train(cfg, (0,), str(out), resume=True, progress=False, compile_cache=False,
                  callbacks=[Count()])
     assert [r["log_points_seen"] for r in records.read_records(out)] == [1, 2]

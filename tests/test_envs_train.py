@@ -6,8 +6,8 @@ import importlib.util
 
 import numpy as np
 import pytest
+from _runs import small_config
 
-from dreamerjax.config.defaults import make_config
 from dreamerjax.run import driver, records
 
 RUNS = [
@@ -25,12 +25,13 @@ RUNS = [
 def test_tiny_two_seed_run_writes_records(env_id, package, geometry, tmp_path):
     if importlib.util.find_spec(package) is None:
         pytest.skip(f"{package} not installed")
-    # 4 envs x 80 ticks; episodes cut at 30 steps so that some end in every suite.
-    cfg = make_config(env_id, tiny=True, steps=320, eval_every=160, eval_episodes=1,
-                      num_envs=4, episode_limit=30, **geometry)
+    # The shared small run (tests/_runs.py; 8 envs x 30 ticks, log points at rows 80, 160,
+    # 240); episodes cut at 30 steps so that some end in every suite.
+    cfg = small_config(env_id, episode_limit=30, **geometry)
     driver.train(cfg, (0, 1), str(tmp_path), progress=False, compile_cache=False)
     recs = records.read_records(tmp_path)
-    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 160), (1, 160), (0, 320), (1, 320)]
+    assert [(r["seed"], r["rows"]) for r in recs] == [
+        (0, 80), (1, 80), (0, 160), (1, 160), (0, 240), (1, 240)]
     assert recs[-1]["updates"] > 0 and recs[-1]["updates"] == recs[-2]["updates"]
     for r in recs:
         assert np.isfinite(r["eval_mean"])

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _benchmarks import load
+from _runs import small_config
 
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config.defaults import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import setup as setup_lib
 
@@ -22,9 +22,8 @@ _full_scan = load("eval_ticks.py").full_scan
 
 
 def _setup(episode_limit=0):
-    config = make_config("CartPole-v1", tiny=True, steps=256, eval_every=128,
-                                   num_envs=8, batch_length=9, episode_limit=episode_limit)
-    return setup_lib.make_setup(config)
+    # The shared small run's setup (tests/_runs.py): the evaluation of its agent config.
+    return setup_lib.make_setup(small_config(episode_limit=episode_limit))
 
 
 def _params(setup, seeds):

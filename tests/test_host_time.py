@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _runs import small_config
 
 from dreamerjax.config import keys as C
 from dreamerjax.config.defaults import make_config
@@ -119,8 +120,9 @@ def wide_run(tmp_path_factory):
 
     env = register("DreamerjaxWide-v0", Wide, max_episode_steps=40)
     out = tmp_path_factory.mktemp("wide")
-    cfg = make_config(env, tiny=True, steps=600, eval_every=200, eval_episodes=1,
-                      num_envs=4, report_every=0)
+    # The shared small run (tests/_runs.py) on this env: log points at rows 80, 160 and 240,
+    # 55 updates by the last; report_every 0 is the contract under test (host-side only).
+    cfg = small_config(env, report_every=0)
     recs = driver.train(cfg, (0,), str(out), progress=False, compile_cache=False)
     return out, recs
 

@@ -8,6 +8,7 @@ import zipfile
 import jax
 import numpy as np
 import pytest
+from _runs import small_config
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.config import keys as configs
@@ -23,11 +24,9 @@ def run_dir(tmp_path_factory):
     from dreamerjax.run import driver
 
     out = tmp_path_factory.mktemp("run") / "tiny"
-    # Short sequences so that the replay gate opens early and the run makes updates.
-    config, _ = configs.resolve(
-        sets=["batch_size=4", "batch_length=9", "run.train_ratio=32"], tiny=True,
-        env="CartPole-v1", steps=512, eval_every=256, eval_episodes=2, num_envs=8)
-    records = driver.train(config, SEEDS, str(out), progress=False)
+    # The shared small run (tests/_runs.py; two seeds, the program of test_driver's whole
+    # run): updates from row 160 on, checkpoints of its last two log points (rows 160, 240).
+    records = driver.train(small_config(), SEEDS, str(out), progress=False)
     assert records[-1]["updates"] > 0
     return out
 
