@@ -121,16 +121,25 @@ class _Shared:
         t = self.setup.ticks_per_log
         return np.asarray(self.updates_due[log_index * t:(log_index + 1) * t])
 
+    def state_sharding(self):
+        """Where the run's state lives: the seed axis over the devices, or the one device.
+
+        The state is placed there explicitly, fresh or restored from a checkpoint: a
+        computation's inputs that are placed lower to a program annotated with their
+        sharding, unplaced ones to another, so a fresh and a resumed run would compile two
+        programs (and a resume could not load its chunk from the compilation cache)."""
+        return self.sharding or jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
     def init(self) -> SeedState:
-        return self._init(self._keys())
+        return jax.device_put(self._init(self._keys()), self.state_sharding())
 
     def abstract_state(self) -> SeedState:
-        """The state's shapes, dtypes and shardings, without computing it (restore target)."""
+        """The state's shapes, dtypes and shardings (state_sharding), without computing it:
+        the restore target."""
         shapes = jax.eval_shape(self._init_fn, self._keys())
-        if self.sharding is None:
-            return shapes
+        sharding = self.state_sharding()
         return jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=self.sharding), shapes)
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes)
 
     def report(self, states: SeedState, log_index: int) -> dict:
         """The open-loop report (report.openl) of the first seed, from its replay."""
