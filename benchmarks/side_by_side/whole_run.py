@@ -81,6 +81,18 @@ def parse(argv=None):
 # ----------------------------------------------------------------------------- measuring
 
 
+def status_kib(pid: int, key: str) -> int:
+    """One field of /proc/PID/status in KiB (VmRSS, VmHWM); 0 once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def tree_rss_mib(pids: list[int]) -> float:
     """Resident MiB of `pids` and all their descendants now (VmRSS from /proc)."""
     seen, todo, kib = set(), list(pids), 0
@@ -89,11 +101,8 @@ def tree_rss_mib(pids: list[int]) -> float:
         if pid in seen:
             continue
         seen.add(pid)
+        kib += status_kib(pid, "VmRSS")
         try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        kib += int(line.split()[1])
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
                     todo += [int(c) for c in f.read().split()]
@@ -104,40 +113,40 @@ def tree_rss_mib(pids: list[int]) -> float:
 
 def run_processes(cmds: list[tuple[list[str], dict, str]], cwd: str) -> dict:
     """Start every (argv, env, log path) at once and wait for all: wall seconds from the
-    first start to the last exit, the peak of the summed RSS of all their process trees
-    (sampled every 0.2 s), each process's own ru_maxrss (wait4: the largest of it and its
-    waited-for children), exit code and stdout (to a file beside its log, read after the
-    exit, so no pipe can fill and stall a program)."""
+    first start to the last exit; the peak of the summed RSS of all their process trees
+    (sampled every 0.2 s); each started process's own peak (VmHWM, its last sample; not
+    wait4's ru_maxrss, which on Linux starts from the forking parent's size); exit codes;
+    stdout (to a file beside the log, read after the exit, so no pipe can stall a
+    program)."""
     stop = threading.Event()
-    peak = [0.0]
-    t0 = time.perf_counter()
-    procs, logs = [], []
+    peak, t0 = [0.0], time.perf_counter()
+    procs, files = [], []
     for argv, env, log in cmds:
-        logs += [open(log, "w"), open(log + ".stdout", "w")]
-        procs.append(subprocess.Popen(argv, env=env, cwd=cwd, stdout=logs[-1],
-                                      stderr=logs[-2]))
+        files += [open(log, "w"), open(log + ".stdout", "w")]
+        procs.append(subprocess.Popen(argv, env=env, cwd=cwd, stdout=files[-1],
+                                      stderr=files[-2]))
+    hwm = [0] * len(procs)
 
     def sample():
         while not stop.is_set():
             peak[0] = max(peak[0], tree_rss_mib([p.pid for p in procs]))
+            for i, p in enumerate(procs):
+                hwm[i] = max(hwm[i], status_kib(p.pid, "VmHWM"))
             stop.wait(0.2)
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
-    outs, own = [], []
-    for p in procs:
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        own.append(usage.ru_maxrss / 1024)
+    codes = [p.wait() for p in procs]
     wall = time.perf_counter() - t0
     stop.set()
     thread.join()
-    for f in logs:
+    for f in files:
         f.close()
+    outs = []
     for _, _, log in cmds:
         with open(log + ".stdout") as f:
             outs.append(f.read())
-    return {"wall_s": wall, "peak_rss_tree_mib": peak[0], "maxrss_mib": own,
-            "returncodes": [p.returncode for p in procs], "stdout": outs,
+    return {"wall_s": wall, "peak_rss_tree_mib": peak[0],
+            "maxrss_mib": [k / 1024 for k in hwm], "returncodes": codes, "stdout": outs,
             "logs": [c[2] for c in cmds]}
 
 
