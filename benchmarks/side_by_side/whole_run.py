@@ -214,7 +214,7 @@ def dreamerjax_cmds(args, py: str, base: dict, rundir: str, seeds: int) -> list:
             "--num-envs", str(ENVS), "--train-ratio", str(TRAIN_RATIO),
             "--out", os.path.join(rundir, "run")]
     if args.tiny:
-        argv += ["--configs", "tiny"]
+        argv += ["--tiny"]  # replaces the --size widths (a named config would not)
     return [(argv, env, os.path.join(rundir, "train.log"))]
 
 
