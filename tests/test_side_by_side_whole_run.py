@@ -18,7 +18,9 @@ def test_bad_flags_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="--eval-every 2000 must .* divide --rows 3000"):
         whole.parse(ref + ["--rows", "3000"])
     with pytest.raises(SystemExit, match="--eval-every 100 must be a multiple of 16"):
-        whole.parse(ref + ["--rows", "400", "--eval-every", "100"])
+        whole.parse(ref + ["--rows", "1600", "--eval-every", "100"])
+    with pytest.raises(SystemExit, match="--rows 400: at least 1040"):
+        whole.parse(ref + ["--rows", "400", "--eval-every", "400"])
     with pytest.raises(SystemExit, match="--reference: required"):
         whole.parse(["--work", str(tmp_path / "w")])
     with pytest.raises(SystemExit, match="--work: .* inside the repository"):

@@ -30,17 +30,23 @@ def parse(argv=None):
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--tiny", action="store_true",
+                   help="smoke only: the reference debug config's widths and depths")
     return p.parse_args(argv)
+
+
+# --tiny: the widths and depths of the reference's `debug` config (configs.yaml:285-288 at
+# 29eb964), as run_reference.py --tiny applies them, in Ajax's constructor arguments.
+TINY = {"units": 8, "deter": 12, "hidden": 8, "stoch": 4, "classes": 4, "blocks": 4,
+        "bins": 9, **{f"{k}_layers": 2 for k in ("enc", "dec", "rew", "con", "actor",
+                                                 "critic")}}
 
 
 def updates_per_seed(state) -> list[int] | None:
     """The update counter of each seed of the returned (vmapped) state, where it has one."""
     import numpy as np
-    for name in ("n_updates",):
-        value = getattr(state, name, None)
-        if value is not None:
-            return [int(x) for x in np.ravel(np.asarray(value))]
-    return None
+    value = getattr(state, "n_updates", None)
+    return None if value is None else [int(x) for x in np.ravel(np.asarray(value))]
 
 
 def main(argv=None) -> int:
@@ -53,7 +59,7 @@ def main(argv=None) -> int:
     from ajax.agents.DreamerV3.DreamerV3 import DreamerV3
     from ajax.logging.wandb_logging import LoggingConfig
     t1 = time.perf_counter()
-    agent = DreamerV3(env_id="CartPole-v1", model_size="1m")
+    agent = DreamerV3(env_id="CartPole-v1", model_size="1m", **(TINY if args.tiny else {}))
     logging = LoggingConfig(config={}, log_frequency=args.eval_every, use_wandb=False,
                             use_tensorboard=False, mode="disabled")
     t2 = time.perf_counter()

@@ -40,6 +40,7 @@ REPO = sbs.REPO
 HARNESS = os.path.join(REPO, "benchmarks", "reference_run", "run_reference.py")
 PROGRAMS = ("reference", "ajax", "dreamerjax")
 ENVS, TRAIN_RATIO, SIZE = 16, 512.0, "1m"
+BATCH_ROWS = 65  # 64 trained + 1 context: a replay needs this many rows per env
 
 
 def parse(argv=None):
@@ -54,8 +55,8 @@ def parse(argv=None):
     p.add_argument("--seeds", type=int, default=3, help="seeds of the second phase")
     p.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=PROGRAMS)
     p.add_argument("--tiny", action="store_true",
-                   help="smoke only: the reference's debug widths and dreamerjax's tiny "
-                        "config (Ajax is skipped: it has no such preset)")
+                   help="smoke only: small networks (the reference's and Ajax's the "
+                        "reference debug config's widths, dreamerjax's train --tiny)")
     p.add_argument("--python-reference")
     p.add_argument("--python-ajax")
     p.add_argument("--dreamerjax-python", default=os.path.join(REPO, ".venv", "bin", "python"))
@@ -67,6 +68,9 @@ def parse(argv=None):
     if args.eval_every % ENVS or args.rows % args.eval_every:
         raise SystemExit(f"--eval-every {args.eval_every} must be a multiple of {ENVS} (the "
                          f"envs) and divide --rows {args.rows}")
+    if args.rows < ENVS * BATCH_ROWS:
+        raise SystemExit(f"--rows {args.rows}: at least {ENVS * BATCH_ROWS} ({BATCH_ROWS} "
+                         f"rows per env, one training window; dreamerjax refuses less)")
     if "reference" in args.programs and not args.reference:
         raise SystemExit("--reference: required to run the reference (or leave it out of "
                          "--programs)")
@@ -222,7 +226,7 @@ def ajax_cmds(args, py: str, base: dict, rundir: str, seeds: int) -> list:
     env = {**base, "AJAX_NO_COMPILE_CACHE": "1", "WANDB_MODE": "disabled"}
     argv = [py, os.path.join(HERE, "driver_ajax_train.py"), "--rows", str(args.rows),
             "--seeds", str(seeds), "--eval-every", str(args.eval_every),
-            "--eval-episodes", str(args.eval_episodes)]
+            "--eval-episodes", str(args.eval_episodes)] + (["--tiny"] if args.tiny else [])
     return [(argv, env, os.path.join(rundir, "train.log"))]
 
 
@@ -282,9 +286,7 @@ def pythons(args, log) -> tuple[dict, dict]:
                              "--python-reference")
         out["reference"] = sbs.ensure_venv(os.path.join(args.work, "venv_reference"), py,
                                            sbs.REFERENCE_REQUIREMENTS, log)
-    if "ajax" in args.programs and args.tiny:
-        skipped["ajax"] = "--tiny: Ajax has no tiny preset; a smoke run leaves it out"
-    elif "ajax" in args.programs:
+    if "ajax" in args.programs:
         try:
             py = sbs.find_python(args.python_ajax, [(3, 12), (3, 13)], "--python-ajax")
             pin = {"same": sbs.jax_version(args.dreamerjax_python), "any": None}.get(
