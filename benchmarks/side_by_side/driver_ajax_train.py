@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     t1 = time.perf_counter()
     agent = DreamerV3(env_id="CartPole-v1", model_size="1m", **(TINY if args.tiny else {}))
     logging = LoggingConfig(config={}, log_frequency=args.eval_every, use_wandb=False,
-                            use_tensorboard=False, mode="disabled")
+                            use_tensorboard=False)
     t2 = time.perf_counter()
     seeds = list(range(args.seeds))
     out = agent.train(seed=seeds, n_timesteps=args.rows, num_episode_test=args.eval_episodes,
