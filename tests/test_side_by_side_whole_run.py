@@ -91,6 +91,11 @@ def test_rates_and_ratios_per_seed():
     assert ref["seconds_per_seed"] == pytest.approx(400.0)
     assert ref["per_seed_over_dreamerjax"] == pytest.approx(4.0)
     assert ours["per_seed_over_dreamerjax"] == pytest.approx(1.0)
+    failed = _phase({"reference": 100.0, "dreamerjax": 1.0}, 1)
+    failed["dreamerjax"]["error"] = "exit codes [2]"
+    del failed["reference"]["per_seed_over_dreamerjax"]
+    whole.add_ratios(failed)  # dreamerjax failed: nothing is divided by its seconds
+    assert "per_seed_over_dreamerjax" not in failed["reference"]
     alone = _phase({"reference": 100.0}, 1)  # no dreamerjax in the phase: no ratio
     assert "per_seed_over_dreamerjax" not in alone["reference"]
 

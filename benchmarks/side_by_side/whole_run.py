@@ -182,9 +182,10 @@ def summarise(run: dict, seeds: int, rows_updates: dict[int, dict] | None) -> di
 
 def add_ratios(phase: dict) -> None:
     """Each program's seconds per seed over dreamerjax's in the same phase (in place)."""
-    ours = phase.get("dreamerjax", {}).get("seconds_per_seed")
+    ours = phase.get("dreamerjax", {})
+    ours = None if "error" in ours else ours.get("seconds_per_seed")  # a failed run: none
     for rec in phase.values():
-        if ours and "seconds_per_seed" in rec:
+        if ours and "seconds_per_seed" in rec and "error" not in rec:
             rec["per_seed_over_dreamerjax"] = rec["seconds_per_seed"] / ours
 
 
