@@ -178,5 +178,77 @@ class Acrobot:
         self.time = int(time)
 
 
+class CartPole:
+    """gymnax CartPole-v1 (environments/classic_control/cartpole.py, default EnvParams).
+
+    reset: x, x_dot, theta, theta_dot ~ U[-0.05, 0.05], time 0.
+    step: force -10 / +10 by the action index (0 / 1), one explicit Euler step of tau 0.02
+    with the pre-step velocities; reward 1 - (the pre-step state was terminal), i.e. 1 on
+    every step the harness takes (it resets after an episode's last step); terminated once
+    |x| > 2.4 or |theta| > 12 degrees; truncated once time >= 500.
+    """
+
+    name = "CartPole-v1"
+    obs_size = 4
+    discrete = True
+    num_actions = 2
+    limit = 500  # max_steps_in_episode
+
+    gravity = F32(9.8)
+    masspole = F32(0.1)
+    total_mass = F32(1.0 + 0.1)  # gymnax's default, masscart + masspole
+    length = F32(0.5)
+    polemass_length = F32(0.05)  # masspole * length
+    force_mag = F32(10.0)
+    tau = F32(0.02)
+    theta_threshold = F32(12 * 2 * np.pi / 360)
+    x_threshold = F32(2.4)
+    # observation_space: [2 x_threshold, float32 max, 2 theta_threshold, float32 max]
+    obs_high = np.array([2 * 2.4, np.finfo(np.float32).max, 2 * (12 * 2 * np.pi / 360),
+                         np.finfo(np.float32).max], np.float32)
+
+    def __init__(self) -> None:
+        self.s = np.zeros(4, np.float32)  # x, x_dot, theta, theta_dot
+        self.time = 0
+
+    def obs(self) -> np.ndarray:
+        return self.s.copy()
+
+    def reset(self, rng: np.random.Generator) -> np.ndarray:
+        self.set_state(rng.uniform(-0.05, 0.05, 4).astype(np.float32), 0)
+        return self.obs()
+
+    def terminated(self, s: np.ndarray) -> bool:
+        """is_terminated: the cart off the track or the pole past the angle limit."""
+        x, theta = s[0], s[2]
+        return bool(x < -self.x_threshold or x > self.x_threshold
+                    or theta < -self.theta_threshold or theta > self.theta_threshold)
+
+    def step(self, action) -> tuple[np.ndarray, np.float32, bool, bool]:
+        """(obs, reward, terminated, truncated) of one step with action index `action`."""
+        a = F32(int(np.asarray(action).reshape(())))  # the harness may pass it as [1]
+        prev_terminal = self.terminated(self.s)
+        x, x_dot, theta, theta_dot = self.s
+        force = self.force_mag * a - self.force_mag * (F32(1) - a)
+        costheta, sintheta = np.cos(theta), np.sin(theta)
+        temp = (force + self.polemass_length * theta_dot**2 * sintheta) / self.total_mass
+        thetaacc = (self.gravity * sintheta - costheta * temp) / (
+            self.length * (F32(4.0 / 3.0) - self.masspole * costheta**2 / self.total_mass))
+        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
+        new = np.array([x + self.tau * x_dot, x_dot + self.tau * xacc,
+                        theta + self.tau * theta_dot, theta_dot + self.tau * thetaacc],
+                       np.float32)
+        self.set_state(new, self.time + 1)
+        reward = F32(1.0) - F32(prev_terminal)
+        return self.obs(), reward, self.terminated(new), self.time >= self.limit
+
+    def get_state(self) -> dict:
+        return {"s": self.s.copy(), "time": self.time}
+
+    def set_state(self, s, time: int) -> None:
+        self.s = np.asarray(s, np.float32).copy()
+        self.time = int(time)
+
+
 # Ports by harness task name; the reference config's `task` label is gymnax_<name>.
-PORTS = {"pendulum": Pendulum, "acrobot": Acrobot}
+PORTS = {"pendulum": Pendulum, "acrobot": Acrobot, "cartpole": CartPole}

@@ -1,8 +1,11 @@
-"""Print the README's side-by-side table from one JSON written by run.py.
+"""Print the README's side-by-side table from one JSON written by run.py, or the whole-run
+table from one written by whole_run.py.
 
     python benchmarks/side_by_side/table.py [results/bench/side_by_side_YYYYMMDD.json]
+    python benchmarks/side_by_side/table.py --whole-run [results/bench/whole_run_*.json]
 
-Without an argument, the newest results/bench/side_by_side_*.json. Every ratio is taken
+Without a file, the newest results/bench/side_by_side_*.json (whole_run_*.json with
+--whole-run); a whole-run file is recognised by its "kind" either way. Every ratio is taken
 within that one file (one machine, one run): figures of other machines or days are never
 divided by each other. Standard library only.
 """
@@ -84,11 +87,60 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def newest() -> str:
-    """The side-by-side JSON whose run started last (its own `date`, not its file name)."""
-    paths = glob.glob(os.path.join(REPO, "results", "bench", "side_by_side_*.json"))
+WHOLE_RUN_LABELS = {
+    "reference": "reference 29eb964 (run_reference.py, CartPole port)",
+    "ajax": "Ajax (`DreamerV3.train`)",
+    "dreamerjax": "dreamerjax (`dreamerjax train`)",
+}
+
+
+def _whole_run_row(name: str, rec: dict) -> str:
+    label = WHOLE_RUN_LABELS.get(name, name)
+    if name == "reference" and rec["seeds"] > 1:
+        label += f", {rec['seeds']} processes at once"
+    if "error" in rec:
+        return f"| {label} | {rec['seeds']} | failed: {rec['error']} | | | | |"
+    rate = (lambda k: f"{rec[k]:.1f}" if k in rec else "n/a")  # noqa: E731
+    ratio = rec.get("per_seed_over_dreamerjax")
+    return (f"| {label} | {rec['seeds']} | {rec['wall_s']:.0f} s | {rate('rows_per_s')} "
+            f"| {rate('updates_per_s')} | {rec.get('updates', 'n/a')} "
+            f"| {_gib(rec['peak_rss_mib'])} | {f'{ratio:.2f}x' if ratio else ''} |")
+
+
+def whole_run_markdown(r: dict) -> str:
+    """The whole-run table (one row per program and phase) from one whole_run.py result.
+    Rates are over all seeds of a phase (rows and updates summed over seeds, divided by the
+    phase's wall seconds); the last column is seconds per seed over dreamerjax's in the
+    same phase."""
+    m, cfg = r["machine"], r["config"]
+    lines = [
+        f"Whole runs on {m['cpu']} ({m['cores']} cores), {r['date']}: the first "
+        f"{cfg['rows_per_seed']:,} rows per seed of CartPole-v1, {cfg['size']}, "
+        f"{cfg['num_envs']} envs, train ratio {cfg['train_ratio']:g}, evaluation every "
+        f"{cfg['eval_every']:,} rows ({cfg['eval_episodes']} episodes)"
+        + (", TINY networks (smoke only)" if cfg.get("tiny") else "")
+        + f"; process start to exit, compile included; load average before "
+        f"{r['loadavg_before']}, after {r.get('loadavg_after')}.",
+        "",
+        "| program | seeds | wall | rows / s | updates / s | updates | peak RSS "
+        "| s per seed / dreamerjax |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, phase in sorted(r["phases"].items(), key=lambda kv: int(kv[0])):
+        for name in cfg["order"]:
+            if name in phase:
+                lines.append(_whole_run_row(name, phase[name]))
+    for name, why in r.get("skipped", {}).items():
+        lines.append(f"\n{name} skipped: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def newest(prefix: str = "side_by_side") -> str:
+    """The JSON of that kind whose run started last (its own `date`, not its file name)."""
+    paths = glob.glob(os.path.join(REPO, "results", "bench", f"{prefix}_*.json"))
     if not paths:
-        raise SystemExit("no results/bench/side_by_side_*.json; run run.py first")
+        raise SystemExit(f"no results/bench/{prefix}_*.json; run "
+                         f"{'whole_run.py' if prefix == 'whole_run' else 'run.py'} first")
 
     def started(path: str) -> str:
         with open(path) as f:
@@ -98,12 +150,16 @@ def newest() -> str:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    whole = "--whole-run" in argv
+    argv = [a for a in argv if a != "--whole-run"]
     if len(argv) > 1:
-        raise SystemExit("usage: table.py [SIDE_BY_SIDE_JSON]")
-    path = argv[0] if argv else newest()
+        raise SystemExit("usage: table.py [--whole-run] [JSON]")
+    path = argv[0] if argv else newest("whole_run" if whole else "side_by_side")
     with open(path) as f:
-        print(markdown(json.load(f)), end="")
+        result = json.load(f)
+    show = whole_run_markdown if result.get("kind") == "whole_run" else markdown
+    print(show(result), end="")
     return 0
 
 
