@@ -10,8 +10,8 @@ same directory. An executable loaded from the cache is the same program: no resu
 `make test` runs the session on two pytest-xdist workers (one per core of the 2-core
 machine): compiling is single-threaded, so two tests compile at once. The workers share
 the one cache (the controller makes it; the workers inherit its path), each test module
-runs whole on one worker (its module-scoped runs are made once), the parity tests go by
-fixture file (tests/_parity.py), and the slowest modules start first.
+runs whole on one worker (`--dist loadfile`: its module-scoped runs are made once), and the
+slowest modules start first.
 """
 
 import atexit
@@ -67,13 +67,11 @@ SLOW_FIRST = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and xdist reads groups
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
         if name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS:
             item.add_marker(pytest.mark.fast)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(name))
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable

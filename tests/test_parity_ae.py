@@ -13,7 +13,6 @@ from dreamerjax.tools.parity.fixtures import Row
 
 REF = Path(__file__).parent / "data" / "reference"
 AE = _parity.AE
-pytestmark = pytest.mark.xdist_group(_parity.group(AE[0]))
 
 
 @pytest.fixture(scope="module")

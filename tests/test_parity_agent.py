@@ -13,13 +13,7 @@ from dreamerjax.tools.parity import fixtures
 REF = Path(__file__).parent / "data" / "reference"
 
 
-def on(name):
-    """Runs a test on the worker that computes `name`'s rows (each file is checked once;
-    fixtures a-e, cheap, on test_parity_ae.py's worker)."""
-    return pytest.mark.xdist_group(_parity.group(name))
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=on(n)) for n in _parity.FILES])
+@pytest.mark.parametrize("name", _parity.FILES)
 def test_strict_parity_passes(name):
     """`dreamerjax parity --strict` on the directory, file by file: no row of any file
     fails strictly (no failure, error, unknown or unsupported file)."""
@@ -31,12 +25,10 @@ def _checked(name):
     return [r for r in _parity.rows(name) if r.kind == fixtures.CHECK]
 
 
-@on("wm_loss.npz")
 def test_world_model_fixture_is_really_checked():
     assert len(_checked("wm_loss.npz")) >= 15
 
 
-@on("ac_loss.npz")
 def test_loss_fixture_compares_every_metric():
     """Every scalar metric of the reference's loss is a row."""
     d = np.load(REF / "ac_loss.npz")
@@ -44,7 +36,6 @@ def test_loss_fixture_compares_every_metric():
     assert {f"met/{m}" for m in mets} <= {r.array for r in _checked("ac_loss.npz")}
 
 
-@on("update.npz")
 def test_update_fixture_compares_every_parameter_of_both_steps():
     u = np.load(REF / "update.npz")
     params = [k for k in u.files if k.startswith("u2/state/agent/")
@@ -55,9 +46,8 @@ def test_update_fixture_compares_every_parameter_of_both_steps():
     assert any(n.startswith("ema_u2/mom_mu/") for n in names)
 
 
-@pytest.mark.parametrize("fx", [pytest.param(n, marks=on(n)) for n in (
-    "wm_loss_image.npz", "ac_loss_image.npz", "ac_loss_cont.npz", "ac_loss_cont_eps.npz",
-    "update_cont_eps.npz")])
+@pytest.mark.parametrize("fx", ["wm_loss_image.npz", "ac_loss_image.npz", "ac_loss_cont.npz",
+                                "ac_loss_cont_eps.npz", "update_cont_eps.npz"])
 def test_image_and_continuous_paths_are_compared(fx):
     names = {(r.fixture, r.array) for r in _checked(fx)}
     if fx.endswith("_image.npz"):
