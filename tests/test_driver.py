@@ -10,6 +10,7 @@ import json
 import os
 import time
 
+import jax
 import numpy as np
 import pytest
 from _runs import STEPS, small_config
@@ -84,9 +85,9 @@ def test_tensorboard_holds_every_record_once(whole):
 
 @pytest.mark.slow  # three more runs; the kill test and test_replay's grow test keep both halves
 def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(tmp_path):
-    """Defects 2 and 3: a run of 160 rows resumed to 240 (its replay ring grows from 20 to
-    30 rows per env) equals the 240-row run, also after a crash left a torn records line,
-    an episode line and TensorBoard points beyond its checkpoint."""
+    """A run of 160 rows resumed to 240 (its replay ring grows from 20 to 30 rows per env)
+    equals the 240-row run, also after a crash left a torn records line, an episode line
+    and TensorBoard points beyond its checkpoint."""
     # The ring sized by --steps (replay_capacity 0: steps / 8 envs rows per env) rather
     # than the shared run's fixed 64 rows, so that the resume grows it.
     def grown(steps):
@@ -123,7 +124,7 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
 
 
 def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
-    """Defect 1: --checkpoint-every 0 divided by zero after the first chunk."""
+    """--checkpoint-every 0 once divided by zero after the first chunk."""
     out = tmp_path / "nock"
     recs = _train(_cfg(steps=160, checkpoint_every=0), out, seeds=(0,))  # two chunks
     assert [r["rows"] for r in recs] == [80, 160]
@@ -211,6 +212,21 @@ def test_bad_config_is_refused_before_compiling():
         make_setup(make_config("NoSuchEnv-v0", tiny=True))
     with pytest.raises(ValueError, match="must divide steps"):
         make_setup(make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800))
+
+
+def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
+    """A state restored from a checkpoint is placed as a fresh one is, so a resume runs the
+    program the run compiled (loaded from the compilation cache) instead of compiling a
+    second one annotated with the restored arrays' placement."""
+    trainer = driver.make_trainer(make_setup(_cfg()), (0, 1))
+    fresh = trainer.init()
+    index, _ = checkpoint.latest_verified(whole)
+    restored = checkpoint.restore(whole, index, trainer.abstract_state())
+    assert ({x.sharding for x in jax.tree.leaves(restored)}
+            == {x.sharding for x in jax.tree.leaves(fresh)})
+    due = trainer.owed(0)
+    assert (trainer._chunk.lower(restored, due).as_text()
+            == trainer._chunk.lower(fresh, due).as_text())
 
 
 def test_eval_of_a_run_uses_its_latest_checkpoint(whole):

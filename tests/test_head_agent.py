@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runs import small_argv
 
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
@@ -65,6 +66,31 @@ def test_head_cnn_resolution_comes_from_the_image():
     bad = A.Spaces((("image", (40, 40, 3), "uint8"),), True, 3)
     with pytest.raises(ValueError, match="whole side in"):
         nets.cnn_config(cfg, cfg.enc, bad, bad.enc_image_keys)
+
+
+def test_image_geometry_is_checked_per_version_before_building():
+    """MinAtar's 10 x 10 frames: each version's own rule, in one line naming what to set,
+    at setup (before anything is compiled), and HEAD's suggestion is one that works."""
+    from dreamerjax.run.setup import make_setup
+    from dreamerjax.tools import cli
+
+    pytest.importorskip("gymnax")
+
+    def setup(*flags):
+        argv = ["train", *small_argv(), "--env", "gymnax_Breakout-MinAtar", *flags,
+                "--out", "/nonexistent/run"]
+        return make_setup(cli.config_from_args(cli.parse(argv).validate()))
+
+    with pytest.raises(ValueError, match=r"does not reach minres 4 .* --cnn-mults 1 2 "
+                                         r"--cnn-minres 5"):
+        setup()
+    assert setup("--cnn-mults", "1", "2", "--cnn-minres", "5").spaces is not None
+    with pytest.raises(ValueError, match=r"end at 0.625 pixels; .* e.g. --cnn-mults 4$"):
+        setup("--reference", HEAD_REF)
+    # one stage of depth 4 x 1: 5 x 5 x 4 = 100 units, not 8 blocks (the reference asserts)
+    with pytest.raises(ValueError, match=r"has 100 units .* dec.simple.block_space=8"):
+        setup("--reference", HEAD_REF, "--cnn-mults", "1")
+    assert setup("--reference", HEAD_REF, "--cnn-mults", "4").spaces is not None
 
 
 def test_reference_field_selects_the_version():

@@ -498,8 +498,47 @@ def cnn_config(cfg: AgentConfig, part, spaces, image_keys):
     if not 3 <= minres <= 16 or minres * 2 ** stages != res:
         raise ValueError(f"{res}-pixel images with {len(part.mults)} CNN stages end at "
                          f"{res / 2 ** stages:g} pixels; HEAD needs a whole side in "
-                         "[3, 16]: set enc.simple.mults / dec.simple.mults")
+                         f"[3, 16]: set enc.simple.mults / dec.simple.mults, e.g. "
+                         f"{head_cnn_suggestions(res)}")
     return dataclasses.replace(part, minres=minres)
+
+
+def head_cnn_suggestions(res: int) -> str:
+    """--cnn-mults values that fit `res` at HEAD: n stages, each halving the side, to a
+    whole side in [3, 16]; the last n of HEAD's multipliers (2, 3, 4, 4), whose final 4
+    keeps the decoder's first layer divisible into its 8 blocks."""
+    fits = [n for n in (1, 2, 3, 4) if res % 2 ** n == 0 and 3 <= res // 2 ** n <= 16]
+    if not fits:
+        return f"(none fits {res} pixels: HEAD's CNN needs a side of 3-16 times a power of 2)"
+    return " or ".join("--cnn-mults " + " ".join(map(str, (2, 3, 4, 4)[-n:])) for n in fits)
+
+
+def check_image_geometry(cfg: AgentConfig, spaces) -> None:
+    """The encoder's and decoder's CNN geometry against the image keys, before anything
+    is built (ValueError naming the keys to set). The reference only asserts these, the
+    last one in its BlockLinear (embodied/jax/nets.py:263 @e3f0224): the decoder's first
+    layer, minres x minres x its last depth units, splits into dec.simple.block_space
+    blocks."""
+    obs = spaces.obs_dict()
+    if spaces.enc_image_keys:
+        e = cnn_config(cfg, cfg.enc, spaces, spaces.enc_image_keys)
+        cnn_strides(e, obs[spaces.enc_image_keys[0]][0][0])
+    if not spaces.dec_image_keys:
+        return
+    d = cnn_config(cfg, cfg.dec, spaces, spaces.dec_image_keys)
+    res = obs[spaces.dec_image_keys[0]][0][0]
+    if not is_head(cfg) and decoder_resolution(d) != res:
+        raise ValueError(
+            f"decoder geometry (mults {d.mults}, minres {d.minres}) makes "
+            f"{decoder_resolution(d)}-pixel images, the image keys have {res}; set it "
+            f"like the encoder's, e.g. {cnn_suggestions(res, d.outer)}")
+    units = d.minres * d.minres * d.depth * d.mults[-1]
+    if d.block_space and units % d.block_space:
+        raise ValueError(
+            f"the image decoder's first layer has {units} units ({d.minres} x {d.minres} "
+            f"x depth {d.depth} x its last mult {d.mults[-1]}), which "
+            f"dec.simple.block_space={d.block_space} blocks do not divide; change the "
+            "last entry of dec.simple.mults or dec.simple.depth")
 
 
 def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
@@ -585,12 +624,7 @@ def init_decoder(key, cfg: AgentConfig, spaces) -> dict:
             p[out_name(name)] = {"out": init_linear(k, d.units, obs[name][0][0],
                                                     d.vec_outscale)}
     if spaces.dec_image_keys:
-        res = obs[spaces.dec_image_keys[0]][0][0]
-        if decoder_resolution(d) != res:
-            raise ValueError(
-                f"decoder geometry (mults {d.mults}, minres {d.minres}) makes "
-                f"{decoder_resolution(d)}-pixel images, the image keys have {res}; set it "
-                f"like the encoder's, e.g. {cnn_suggestions(res, d.outer)}")
+        check_image_geometry(cfg, spaces)
         k1, k2, k3, k4, k5 = jax.random.split(ki, 5)
         depths = [d.depth * m for m in d.mults]
         space = d.minres * d.minres * depths[-1]

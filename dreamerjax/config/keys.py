@@ -832,11 +832,24 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         if value is None:
             continue
         label = f"--{name.replace('_', '-')}"
+        _check_flag_version(FLAG_KEYS[name], label, reference)
         _apply(flat, origin, {FLAG_KEYS[name]: value}, label, full=True)
         layers.append(label)
     config = from_dotted(flat)
     validate(config)
     return config, Provenance(tuple(layers), origin)
+
+
+def _check_flag_version(key: str, label: str, reference: str) -> None:
+    """A flag sets internal (29eb964-spelled) keys: refuse it when the run's version has
+    none of them (e.g. --cnn-minres at HEAD, whose CNN has no minres key)."""
+    if reference != HEAD_REF:
+        return
+    reachable = {k for ts in versions.head_table(OUR_KEYS, KEYS).values() for k in ts}
+    missing = [t for t in _targets(key, label, True) if t not in reachable]
+    if missing:
+        raise ConfigError(f"{label}: sets {', '.join(missing)}, which {HEAD_REF} does not "
+                          f"have (a key of 29eb964 only)")
 
 
 def _chosen_reference(file_keys: Mapping[str, Any], sets: Sequence[str],

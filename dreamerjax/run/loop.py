@@ -95,8 +95,7 @@ def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
     from dreamerjax.algo import nets
 
     run = config.run
-    for name in spaces.enc_image_keys:
-        nets.cnn_strides(config.agent.enc, spaces.obs_dict()[name][0][0])
+    nets.check_image_geometry(config.agent, spaces)
     schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
     capacity = replay_capacity(run)
     length = run.batch_length + run.replay_context
