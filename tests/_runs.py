@@ -18,7 +18,10 @@ update, and the cumulative updates are 1 + floor((rows - 132) / 2) after it:
 
 from __future__ import annotations
 
-from dreamerjax.config.defaults import make_config
+import dataclasses
+
+from dreamerjax.config import keys
+from dreamerjax.config.defaults import HEAD_REF, make_config, with_cnn
 
 SMALL_RUN = dict(num_envs=8, eval_every=80, eval_episodes=2, batch_size=4, batch_length=16,
                  train_ratio=32, replay_capacity=64)
@@ -40,3 +43,14 @@ def small_config(env: str = "CartPole-v1", steps: int = STEPS, **overrides):
 def small_argv(steps: int = STEPS) -> list[str]:
     """`dreamerjax train` arguments of small_config(steps=steps) (add --seeds, --out)."""
     return [*SMALL_ARGV, "--steps", str(steps)]
+
+
+def at_head(cfg, cnn_mults: tuple[int, ...] | None = None):
+    """A tiny-network config's run with the HEAD (e3f0224) version: HEAD's tiny agent and
+    suite settings as `--reference e3f0224 --tiny` resolves them (cnn_mults: HEAD's CNN
+    stages for small images), cfg's run fields unchanged."""
+    assert cfg.size == "tiny", cfg.size
+    head, _ = keys.resolve(reference=HEAD_REF, tiny=True)
+    out = dataclasses.replace(head, agent=with_cnn(head.agent, cnn_mults, None), run=cfg.run)
+    keys.validate(out)
+    return out

@@ -6,9 +6,9 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
-from _runs import small_config  # noqa: E402
+from _runs import at_head, small_config  # noqa: E402
 
-from dreamerjax.config.defaults import make_config  # noqa: E402
+from dreamerjax.config.defaults import HEAD_REF, REF_29EB964, make_config  # noqa: E402
 from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
 from dreamerjax.run import checkpoint as ckpt  # noqa: E402
@@ -122,14 +122,17 @@ def test_host_setup_is_checked_before_compiling(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("reference", [REF_29EB964, HEAD_REF])
 @pytest.mark.parametrize("env_id, settings, extra", [
     ("atari100k_pong", {}, "ale_py"),
     ("dmc_cartpole_swingup", {}, "dm_control"),
     ("dmc_cartpole_swingup", {"image": False}, "dm_control"),
     ("crafter_reward", {}, "crafter"),
+    ("gym_CartPole-v1", {}, "gymnasium"),
 ])
-def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra):
-    """A few hundred rows with two seeds on each suite (images through the CNN)."""
+def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra, reference):
+    """A few hundred rows with two seeds on each suite (images through the CNN), with each
+    reference version's agent and suite settings."""
     import dataclasses
 
     pytest.importorskip(extra)
@@ -137,6 +140,8 @@ def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra):
     cfg = make_config(env_id, tiny=True, steps=320, eval_every=160, eval_episodes=1,
                       num_envs=2, episode_limit=60, batch_size=2, batch_length=16,
                       train_ratio=8)
+    if reference == HEAD_REF:
+        cfg = at_head(cfg)
     if settings:
         suite = env_id.split("_")[0]
         section = dataclasses.replace(getattr(cfg.env, suite), **settings)
