@@ -36,27 +36,34 @@ def test_map_on_several_devices_is_refused():
         driver.make_trainer(_setup("map"), (0, 1), devices=2)
 
 
-@pytest.fixture(scope="module")
-def updated():
-    """One update of two seeds of the tiny MinAtar agent in both layouts, from the same
-    states: {how: (update program's StableHLO text, states after the update)}."""
-    out = {}
+def _lowered(how: str):
+    """(the update program of two seeds of the tiny MinAtar agent in layout `how`, the
+    states it starts from); program.lower(states) shows the layout without compiling."""
+    setup = _setup(how)
+    return bench.update_program(setup), bench.init_states(setup, 2)
+
+
+def test_only_vmap_makes_grouped_convolutions():
+    text = {}
     for how in ("vmap", "map"):
-        setup = _setup(how)
-        states = bench.init_states(setup, 2)
-        program = bench.update_program(setup)
-        out[how] = (program.lower(states).as_text(), jax.device_get(program(states)))
-    return out
+        program, states = _lowered(how)
+        text[how] = program.lower(states).as_text()
+    assert "feature_group_count = 2" in text["vmap"]
+    assert "feature_group_count = 2" not in text["map"]
+    assert "convolution" in text["map"]
 
 
-def test_only_vmap_makes_grouped_convolutions(updated):
-    assert "feature_group_count = 2" in updated["vmap"][0]
-    assert "feature_group_count = 2" not in updated["map"][0]
-    assert "convolution" in updated["map"][0]
-
-
-def test_both_layouts_give_each_seed_the_same_update(updated):
-    a, b = updated["vmap"][1], updated["map"][1]
+# Compiling the vmapped CNN update is most of this module's time on a CPU. The default tier
+# keeps the same question on the whole vector run: tests/test_devices.py compares two
+# devices (seeds vmapped) with one device (seeds mapped) record by record.
+@pytest.mark.slow
+def test_both_layouts_give_each_seed_the_same_update():
+    """One update of two seeds in both layouts from the same states."""
+    updated = {}
+    for how in ("vmap", "map"):
+        program, states = _lowered(how)
+        updated[how] = jax.device_get(program(states))
+    a, b = updated["vmap"], updated["map"]
     assert int(a.updates[0]) == int(b.updates[0]) == 1
     # every array of the state: params, optimiser moments, replay, metric window
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
