@@ -5,6 +5,7 @@ with every family's loss checked; the parameter counts equal HEAD's."""
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from dreamerjax.algo import agent as agent_lib
@@ -69,3 +70,17 @@ def test_name_map():
     assert head_checks.our_name("dec/mlp/norm2/scale") == ("dec", "mlp2/norm/scale")
     assert head_checks.our_name("slowval/mlp/linear0/kernel") == ("slow", "h0/kernel")
     assert head_checks.our_name("opt/step/value") is None
+
+
+def test_rows_reported_for_information_never_fail():
+    """A compared row kept for information only (HEAD's update 2 of the continuous
+    mode-patch family) prints its errors but fails no run, strict or not, however far
+    off it is; an ordinary row that far off fails."""
+    from dreamerjax.tools.parity.fixtures import as_info, compare
+
+    row = compare("f.npz", "u2/x", np.ones(3), np.zeros(3), atol=1e-6, tol="atol 1e-6")
+    assert row.fails() and row.status == "FAIL"
+    shown = as_info(row, "why")
+    assert not shown.fails() and not shown.fails(strict=True)
+    assert shown.status == "info" and shown.note == "why"
+    assert (shown.max_abs_err, shown.tolerance) == (row.max_abs_err, row.tolerance)

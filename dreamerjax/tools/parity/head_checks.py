@@ -47,7 +47,7 @@ from dreamerjax.tools.parity.agent_checks import (
     twohot_rounding,
     widen,
 )
-from dreamerjax.tools.parity.fixtures import INFO
+from dreamerjax.tools.parity.fixtures import INFO, as_info
 
 NON_OBS = ("action", "reward", "is_first", "is_last", "is_terminal", "consec", "stepid")
 
@@ -351,7 +351,7 @@ def check_head_update(directory: str, name: str) -> list[Row]:
         step_rows = _update_rows(fx, f"u{i + 1}/", base, spread, flat, undetermined,
                                  exclude_mean=noise == 0.0)
         if i > 0 and noise == 0.0:  # the mean head's round-off steps reach all of update 2
-            step_rows = [dataclasses.replace(r, passed=None, note=U2_NOTE) for r in step_rows]
+            step_rows = [as_info(r, U2_NOTE) for r in step_rows]
         rows += step_rows
     return rows
 
