@@ -10,8 +10,9 @@ same directory. An executable loaded from the cache is the same program: no resu
 `make test` runs the session on two pytest-xdist workers (one per core of the 2-core
 machine): compiling is single-threaded, so two tests compile at once. The workers share
 the one cache (the controller makes it; the workers inherit its path), each test module
-runs whole on one worker (`--dist loadfile`: its module-scoped runs are made once), and the
-slowest modules start first.
+runs whole on one worker (`--dist loadgroup`, every module a group: its module-scoped runs
+are made once; modules that train the same programs share a group, SHARED_PROGRAMS), and
+the slowest modules start first.
 """
 
 import atexit
@@ -28,6 +29,14 @@ else:
     _root = os.environ[_SHARED] = tempfile.mkdtemp(prefix="dreamerjax-test-cache-")
     atexit.register(shutil.rmtree, _root, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"] = _root
+
+# The XLA options the command line applies (run/xla_tuning.py), here too, before JAX starts
+# its backend: the library tests then compile the programs `dreamerjax train` runs, and a
+# test's run and a CLI child's run of the same configuration share one compiled program
+# (the cache key includes XLA_FLAGS). Subprocesses inherit XLA_FLAGS.
+from dreamerjax.run import xla_tuning  # noqa: E402  (imports no JAX)
+
+xla_tuning.apply()
 
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)
 
@@ -67,11 +76,25 @@ SLOW_FIRST = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+# Modules that train the same programs (the small CartPole run of tests/_runs.py with one
+# seed and with two, in the test process and in `dreamerjax train` children) run on one
+# worker, one after another (`--dist loadgroup`), the first compiling and the others loading
+# its programs from the session's cache; on two workers at once both would compile them.
+# Every other module is a group of its own (as `--dist loadfile`: module-scoped runs once).
+SHARED_PROGRAMS = {
+    "small_cartpole": ("test_reliability.py", "test_driver.py", "test_devices.py",
+                       "test_policy.py", "test_outputs.py", "test_precompile.py",
+                       "test_reliability_memory.py"),
+}
+GROUP_OF = {module: group for group, modules in SHARED_PROGRAMS.items() for module in modules}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, before xdist's grouping
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
         if name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS:
             item.add_marker(pytest.mark.fast)
+        item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(name, name)))
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable

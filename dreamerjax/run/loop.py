@@ -125,13 +125,19 @@ def example_batch(setup: Setup) -> dict:
                              setup.window_length)
 
 
+# The update, traced once per process for a config: metric_names traces it for the names
+# and the chunk calls the same jitted function, whose trace JAX keeps for the same static
+# (config, spaces) and argument shapes. inline=True puts its ops into the chunk as they are
+# (the chunk's program text is unchanged: no call boundary).
+_update = jax.jit(agent_lib.update, static_argnums=(1, 2), inline=True)
+
+
 def metric_names(setup: Setup) -> tuple[str, ...]:
     """Metric names of one update, found by tracing (no compile)."""
     state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
                            jax.random.PRNGKey(0))
-    _, _, mets = jax.eval_shape(
-        lambda s, b: agent_lib.update(s, setup.config.agent, setup.spaces, b,
-                                      jax.random.PRNGKey(0)), state, example_batch(setup))
+    _, _, mets = jax.eval_shape(_update, state, setup.config.agent, setup.spaces,
+                                example_batch(setup), jax.random.PRNGKey(0))
     return tuple(sorted(mets))
 
 
@@ -212,7 +218,7 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
     key, k_sample, k_update = jax.random.split(s.key, 3)
     replay, batch, index = replay_lib.replay_sample(
         s.replay, k_sample, run.batch_size, setup.window_length)
-    agent_state, outs, mets = agent_lib.update(s.agent, cfg, setup.spaces, batch, k_update)
+    agent_state, outs, mets = _update(s.agent, cfg, setup.spaces, batch, k_update)
     replay = replay_lib.replay_write_latents(
         replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
     ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])
