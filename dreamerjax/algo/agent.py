@@ -777,12 +777,24 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
     for write-back ({deter [B, T, D], stoch [B, T, S] int32}) and outs['carry'] the final
     posterior carry.
     """
+    return apply_gradients(state, cfg, *gradients(state, cfg, spaces, batch, key))
+
+
+def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key):
+    """The loss of `update`'s batch and its gradients: (total, aux, grads), grads with the
+    structure of state.params; aux as `loss_fn` returns it."""
     carry, data = split_context(cfg, spaces, batch)
 
     def lossf(params):
         return loss_fn(params, state.slow, state.retnorm, cfg, spaces, data, carry, key)
 
     (total, aux), grads = jax.value_and_grad(lossf, has_aux=True)(state.params)
+    return total, aux, grads
+
+
+def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads):
+    """The rest of `update` from `gradients`' results: optimiser, slow critic, metrics and
+    the posterior latents. Returns (state, outs, metrics) as `update`."""
     opt = optimizer(cfg)
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

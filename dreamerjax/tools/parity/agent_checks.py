@@ -681,10 +681,9 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
 
     def train(state, batch):
         key = jax.random.PRNGKey(0)
-        carry, data = agent_lib.split_context(cfg, spaces, batch)
-        grads = jax.grad(lambda prm: agent_lib.loss_fn(
-            prm, state.slow, state.retnorm, cfg, spaces, data, carry, key)[0])(state.params)
-        state, outs, mets = agent_lib.update(state, cfg, spaces, batch, key)
+        # The update's own gradients (one backward pass in the compiled check).
+        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key)
+        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads)
         return state, dict(_update_arrays(state, outs, mets), grads=flatten(grads))
 
     # Compiled once for both runs, both steps and every draw. The first RMS step is
