@@ -24,7 +24,7 @@ demo: $(VENV)/.installed
 # Two pytest-xdist workers (one per core of the 2-core machine CI runs on); tests/conftest.py
 # says how they share the compile cache and split the work. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadgroup)
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest -q $(XDIST)

@@ -10,9 +10,8 @@ same directory. An executable loaded from the cache is the same program: no resu
 `make test` runs the session on two pytest-xdist workers (one per core of the 2-core
 machine): compiling is single-threaded, so two tests compile at once. The workers share
 the one cache (the controller makes it; the workers inherit its path), each test module
-runs whole on one worker (`--dist loadgroup`, every module a group: its module-scoped runs
-are made once; modules that train the same programs share a group, SHARED_PROGRAMS), and
-the slowest modules start first.
+runs whole on one worker (`--dist loadfile`: its module-scoped runs are made once; modules
+that train the same programs run as one unit, SHARED_PROGRAMS), and the slowest start first.
 """
 
 import atexit
@@ -78,9 +77,9 @@ SLOW_FIRST = (
 
 # Modules that train the same programs (the small CartPole run of tests/_runs.py with one
 # seed and with two, in the test process and in `dreamerjax train` children) run on one
-# worker, one after another (`--dist loadgroup`), the first compiling and the others loading
-# its programs from the session's cache; on two workers at once both would compile them.
-# Every other module is a group of its own (as `--dist loadfile`: module-scoped runs once).
+# worker, one after another, the first compiling and the others loading its programs from
+# the session's cache; on two workers at once both would compile them. Every other module
+# is a unit of its own, as `--dist loadfile` makes it (module-scoped runs are made once).
 SHARED_PROGRAMS = {
     "small_cartpole": ("test_reliability.py", "test_driver.py", "test_devices.py",
                        "test_policy.py", "test_outputs.py", "test_precompile.py",
@@ -89,12 +88,28 @@ SHARED_PROGRAMS = {
 GROUP_OF = {module: group for group, modules in SHARED_PROGRAMS.items() for module in modules}
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, before xdist's grouping
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the modules of SHARED_PROGRAMS as one unit. (xdist's own
+    `--dist loadgroup` does not group under pytest 9.2: it renames items through an
+    attribute pytest no longer reads, so each test became a unit and module-scoped runs
+    were made once per worker.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedProgramScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return GROUP_OF.get(module.rsplit("/", 1)[-1], module)
+
+    return SharedProgramScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
         if name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS:
             item.add_marker(pytest.mark.fast)
-        item.add_marker(pytest.mark.xdist_group(GROUP_OF.get(name, name)))
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
