@@ -88,6 +88,7 @@ SHARED_PROGRAMS = {
 GROUP_OF = {module: group for group, modules in SHARED_PROGRAMS.items() for module in modules}
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown to pytest without xdist
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` with the modules of SHARED_PROGRAMS as one unit. (xdist's own
     `--dist loadgroup` does not group under pytest 9.2: it renames items through an
