@@ -141,8 +141,8 @@ def test_update_finite_and_metrics(spaces):
 
 # The tiny agent without warmup, at a rate that moves the loss within 50 updates: one
 # compiled update for both tests below (the vmapped update is the only other program).
-NO_WARMUP = dataclasses.replace(tiny_agent_config(), opt=dataclasses.replace(
-    tiny_agent_config().opt, warmup=0, lr=1e-3))
+_TINY = tiny_agent_config()
+NO_WARMUP = dataclasses.replace(_TINY, opt=dataclasses.replace(_TINY.opt, warmup=0, lr=1e-3))
 _update_no_warmup = jax.jit(lambda s, b, k: A.update(s, NO_WARMUP, VEC, b, k))
 
 
