@@ -9,11 +9,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _runs import small_argv, small_config
+from _runs import small_argv
 
-from dreamerjax.run import driver
-from dreamerjax.run.records import without_timing
-from dreamerjax.tools.protocol.fields import ProtocolFields
+from dreamerjax.run.records import read_records, without_timing
 
 TESTS = Path(__file__).parent
 # The small run's log points (tests/_runs.py) for seeds 0 and 1, in records order.
@@ -70,14 +68,10 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def one_device(tmp_path_factory):
-    """The same two seeds on this process's one device: the program tests/test_driver.py's
-    whole run compiles (one persistent cache per session, conftest.py), so only the
-    two-device run needs a fresh interpreter."""
-    out = tmp_path_factory.mktemp("devices") / "d1"
-    recs = driver.train(small_config(), (0, 1), str(out), progress=False,
-                        compile_cache=False, callbacks=[ProtocolFields()])
-    return json.loads(json.dumps(recs))  # as the two-device run's records reach the test
+def one_device(small_whole_run):
+    """The same two seeds on this process's one device: the session's small run
+    (conftest.py), so only the two-device run needs a fresh interpreter."""
+    return read_records(small_whole_run)
 
 
 @pytest.fixture(scope="module")

@@ -35,10 +35,9 @@ def _strip(recs):
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
-    out = tmp_path_factory.mktemp("whole")
-    _train(_cfg(), out)
-    return out
+def whole(small_whole_run):
+    """The session's small two-seed run (conftest.py), trained as _train trains."""
+    return small_whole_run
 
 
 def test_records_schedule_and_schema(whole):

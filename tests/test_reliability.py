@@ -47,26 +47,28 @@ TIMEOUT = 600  # seconds one process may take before the test gives up on it
 # a pause at the same interval's records (after its evaluation, before its checkpoint)
 # longer than the jitter. The signal still lands at the seeded moment after the chunk
 # started, and never after the interval's checkpoint, which every assertion relies on.
-def _step(act, pause="", jitter=0.0, inject="", wait=None):
+# second: at the pause, before the kill, a second writer (a resume, and a new run into the
+# same directory) is started and must be refused: during a records write, during orbax's
+# save and between orbax's commit and the manifest.
+def _step(act, pause="", jitter=0.0, inject="", wait=None, second=False):
     wait = wait if wait is not None else pause.split("=")[0]
     if pause.startswith("chunk:"):
         index = pause.split("=")[0].split(":")[1]
         pause += f",records:{index}={jitter + 2.0}"
-    return {"act": act, "pause": pause, "jitter": jitter, "inject": inject, "wait": wait}
+    return {"act": act, "pause": pause, "jitter": jitter, "inject": inject, "wait": wait,
+            "second": second}
 
 
 STORY = [
     _step("kill", "chunk:0=0", 1.0),  # no checkpoint yet: resumes from scratch
-    _step("kill", "records_line:0"),  # ... with a torn records line on disk
+    _step("kill", "records_line:0", second=True),  # ... with a torn records line on disk
     _step("kill", "tensorboard:0"),
-    _step("kill", inject="orbax_pause", wait="orbax"),  # orbax writing checkpoint 0
+    _step("kill", inject="orbax_pause", wait="orbax", second=True),  # orbax writing ckpt 0
     _step("sigint", "chunk:0=0", 0.5),  # Ctrl-C: stops after checkpoint 0
     _step("none", inject="enospc_records"),  # full disk at log point 1's records
-    _step("kill", "records_line:1"),
-    _step("kill", "tensorboard:1"),
     _step("none", inject="enospc_checkpoint"),  # full disk while orbax writes
     _step("kill", inject="orbax_pause", wait="orbax"),  # orbax writing checkpoint 1
-    _step("kill", "manifest:1"),  # checkpoint 1 committed, its manifest not yet written
+    _step("kill", "manifest:1", second=True),  # checkpoint 1 committed, no manifest yet
     _step("kill", "chunk:2=0", 1.0),  # checkpoint 1 is incomplete: resumes from 0
     _step("kill", "records_line:2"),
     _step("corrupt"),  # a byte of checkpoint 1's state flipped on disk
@@ -219,7 +221,7 @@ def story(tmp_path_factory):
         first = False
         if step["wait"]:
             proc.wait_for(f"[dreamerjax-test] at {step['wait']}")
-            if step["act"] == "kill" and step["jitter"] == 0.0:
+            if step["second"]:
                 # A live writer paused in the middle of a write: a second one is refused.
                 event["second_resume"] = _quick(["--resume", str(run)])
                 event["second_out"] = _quick([*RUN, "--out", str(run)])
@@ -249,7 +251,7 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
                       "records": len(records.read_records(run)),
                       "episodes": len(records.read_episodes(run)),
                       "scalars": sum(map(len, records.read_scalars(run).values()))}))
-    assert story["kills"] >= 10
+    assert story["kills"] >= 8
 
     def strip(recs):
         return [records.without_timing(r) for r in recs]
@@ -313,7 +315,7 @@ def test_kills_before_the_first_checkpoint_resume_from_scratch(story):
 
 def test_a_live_writer_refuses_a_second_one(story):
     checked = [e for e in story["events"] if "second_resume" in e]
-    assert len(checked) >= 5
+    assert len(checked) == 3
     for e in checked:
         for key in ("second_resume", "second_out"):
             result = e[key]
