@@ -35,7 +35,7 @@ test-fast: $(VENV)/.installed-dev
 
 # The slow tier (learning checks, long kill tests, large configs): not run by CI.
 test-slow: $(VENV)/.installed-dev
-	$(BIN)/pytest -q -m slow $(XDIST)
+	TEST_XLA=default $(BIN)/pytest -q -m slow $(XDIST)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check dreamerjax tests benchmarks

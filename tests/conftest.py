@@ -29,12 +29,25 @@ else:
     atexit.register(shutil.rmtree, _root, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"] = _root
 
-# The XLA options the command line applies (run/xla_tuning.py), here too, before JAX starts
-# its backend: the library tests then compile the programs `dreamerjax train` runs, and a
-# test's run and a CLI child's run of the same configuration share one compiled program
-# (the cache key includes XLA_FLAGS). Subprocesses inherit XLA_FLAGS.
+# XLA options, before JAX starts its backend; subprocesses inherit XLA_FLAGS, so a test's
+# run and a CLI child's run of the same configuration share one compiled program (the
+# cache key includes XLA_FLAGS).
+# 1. Quick code generation: compiling is most of the tier's CPU time (its programs run for
+#    seconds, compiling them takes minutes), so the tier has LLVM optimise less (level 0,
+#    its expensive passes off). XLA's HLO passes run as for users; the machine code is less
+#    tuned, so float32 results may differ from the default build's in the last bits, as
+#    they may between two CPUs. Measured (docs/testing.md): `dreamerjax parity --strict
+#    tests/data/reference` passes every row with and without it, on 46 % less CPU with it.
+#    Contracts that compare two runs compare two runs of the same build. TEST_XLA=default
+#    runs the tier with XLA's defaults (what `dreamerjax` users run); `make test-slow`
+#    (learning checks) does.
+# 2. The option the command line applies (run/xla_tuning.py), so that the library tests
+#    compile the programs `dreamerjax train` children compile.
 from dreamerjax.run import xla_tuning  # noqa: E402  (imports no JAX)
 
+QUICK_CODEGEN = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+if os.environ.get("TEST_XLA", "quick") == "quick":
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_CODEGEN}".strip()
 xla_tuning.apply()
 
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)

@@ -199,14 +199,22 @@ def test_image_encoder_decoder_shapes():
     assert edim == cfg.enc.units + 4 * 4 * 8  # vector MLP first, then the CNN features
     obs = A.preprocess(IMG, _obs(jax.random.PRNGKey(2), IMG, (2, 5)))
     assert obs["image"].dtype == jnp.float32 and float(obs["image"].max()) <= 1.0
-    e = nets.encode(p, cfg, IMG, obs)
+    # Shapes only: traced, not compiled (each op of an eager CNN compiles on its own).
+    e = jax.eval_shape(lambda p, o: nets.encode(p, cfg, IMG, o), p, obs)
     assert e.shape == (2, 5, edim)
     dp = nets.init_decoder(jax.random.PRNGKey(1), cfg, IMG)
     assert dp["imgout"]["kernel"].shape[-1] == 3 and "out_vector" in dp
     lat = {"deter": jnp.zeros((2, 5, cfg.rssm.deter)),
            "stoch": jnp.zeros((2, 5, cfg.rssm.stoch, cfg.rssm.classes))}
-    dec = nets.decode(dp, cfg, IMG, lat)
-    assert list(dec) == ["vector", "image"]
+    order = []  # the heads' order as decode returns them (a pytree's keys come back sorted)
+
+    def decode(p, z):
+        out = nets.decode(p, cfg, IMG, z)
+        order.extend(out)
+        return out
+
+    dec = jax.eval_shape(decode, dp, lat)
+    assert order == ["vector", "image"]
     assert dec["image"].shape == (2, 5, 16, 16, 3) and dec["vector"].shape == (2, 5, 3)
     small = A.Spaces((("image", (10, 10, 3), "uint8"),), True, 2)
     with pytest.raises(ValueError, match="does not reach minres"):

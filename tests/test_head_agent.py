@@ -40,7 +40,8 @@ def test_latent_logits_kept_raw_and_mixed_in_float32():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_head_update_runs_finite(dtype):
     cfg = _cfg(dtype)
-    state0 = A.init(jax.random.PRNGKey(0), cfg, IMG)
+    # One compiled init (eagerly, each of its ops compiles on its own: slower).
+    state0 = jax.jit(lambda k: A.init(k, cfg, IMG))(jax.random.PRNGKey(0))
     state = state0
     specs = A.batch_specs(cfg, IMG, 2, 5)
     rng = np.random.default_rng(0)

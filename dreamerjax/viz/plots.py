@@ -104,6 +104,19 @@ def _extrap(x, xp, fp):
     return np.where(x < xp[0], lo, np.where(x > xp[-1], hi, np.interp(x, xp, fp)))
 
 
+def _layout(fig, rows: int, cols: int) -> None:
+    """Fixed margins in inches around a rows x cols grid of panels: room for the y tick
+    labels on the left, the x label below, and above each panel its title, the updates
+    axis and (first row) the figure's title. (matplotlib's constrained layout measures
+    every text instead: about half of the pictures' drawing time.)"""
+    w, h = fig.get_size_inches()
+    left, right, bottom, top, gap_w, gap_h = 0.8, 0.25, 0.55, 1.1, 0.8, 1.35
+    panel_w = (w - left - right - (cols - 1) * gap_w) / cols
+    panel_h = (h - bottom - top - (rows - 1) * gap_h) / rows
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h,
+                        top=1 - top / h, wspace=gap_w / panel_w, hspace=gap_h / panel_h)
+
+
 def _title(records: list[Mapping], env: str | None) -> str:
     n = len({int(r["seed"]) for r in records})
     return f"{env or 'dreamerjax'}, {n} seed{'s' if n != 1 else ''}"
@@ -128,7 +141,8 @@ def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
     import matplotlib.pyplot as plt
 
     records, others = list(records), [(n, list(r)) for n, r in others]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    _layout(fig, 1, 2)
     try:
         _panel(left, records, "eval_mean", "evaluation return (mean of episodes)",
                name=name if others else None)
@@ -180,8 +194,8 @@ def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
             continue
         cols = min(3, len(keys))
         rows = -(-len(keys) // cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows),
-                                 constrained_layout=True, squeeze=False)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+        _layout(fig, rows, cols)
         try:
             for ax, key in zip(axes.flat, keys, strict=False):
                 _panel(ax, records, key, key)
