@@ -50,6 +50,16 @@ if os.environ.get("TEST_XLA", "quick") == "quick":
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_CODEGEN}".strip()
 xla_tuning.apply()
 
+
+def users_build_env() -> dict:
+    """This process's environment with XLA_FLAGS less QUICK_CODEGEN: a child started with
+    it compiles as `dreamerjax` users' programs compile, whatever TEST_XLA says."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    for option in QUICK_CODEGEN.split():
+        flags = flags.replace(option, "")
+    return dict(os.environ, XLA_FLAGS=" ".join(flags.split()))
+
+
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)
 
 # In this process only (not as JAX_* variables, which subprocess tests with caches of

@@ -63,3 +63,24 @@ def test_image_and_continuous_paths_are_compared(fx):
         moved = [k for k in u.files if k.startswith("u1/state/agent/actor/action/out/")]
         assert moved and all((fx, "u1/" + k[len("u1/state/agent/"):]) in names
                              for k in moved)
+
+
+@pytest.mark.slow  # compiles every fixture's programs at XLA's default optimisation: ~3 min
+def test_users_build_passes_strict_parity_on_the_command_line():
+    """The command users run, compiled as users' programs compile: the default tier
+    compiles with quick code generation (conftest.py), so here XLA_FLAGS loses those
+    options whatever the tier's setting, and every row passes strictly as in-process."""
+    import subprocess
+    import sys
+
+    from conftest import users_build_env
+
+    env = users_build_env()
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "parity", "--strict",
+                           str(REF)], env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert "OK (0 failing rows)" in summary and "Mode: strict" in summary, summary
+    checked = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    results = {n for n in _parity.FILES if n.endswith(".npz") and not n.startswith("ac_params")}
+    assert results <= checked  # every file of results has its rows (ac_params*: inputs)
