@@ -133,7 +133,8 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
-        if name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS:
+        listed = name in FAST_MODULES or f"{name}::{item.name}" in FAST_TESTS
+        if listed and item.get_closest_marker("slow") is None:  # a module's slow tests stay slow
             item.add_marker(pytest.mark.fast)
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
