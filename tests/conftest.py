@@ -43,22 +43,13 @@ os.environ["XDG_CACHE_HOME"] = _root
 #    (learning checks) does.
 # 2. The option the command line applies (run/xla_tuning.py), so that the library tests
 #    compile the programs `dreamerjax train` children compile.
+from _xla import QUICK_CODEGEN  # noqa: E402
+
 from dreamerjax.run import xla_tuning  # noqa: E402  (imports no JAX)
 
-QUICK_CODEGEN = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 if os.environ.get("TEST_XLA", "quick") == "quick":
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_CODEGEN}".strip()
 xla_tuning.apply()
-
-
-def users_build_env() -> dict:
-    """This process's environment with XLA_FLAGS less QUICK_CODEGEN: a child started with
-    it compiles as `dreamerjax` users' programs compile, whatever TEST_XLA says."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    for option in QUICK_CODEGEN.split():
-        flags = flags.replace(option, "")
-    return dict(os.environ, XLA_FLAGS=" ".join(flags.split()))
-
 
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)
 

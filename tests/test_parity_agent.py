@@ -73,7 +73,7 @@ def test_users_build_passes_strict_parity_on_the_command_line():
     import subprocess
     import sys
 
-    from conftest import users_build_env
+    from _xla import users_build_env
 
     env = users_build_env()
     proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "parity", "--strict",

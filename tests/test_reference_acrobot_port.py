@@ -27,26 +27,26 @@ def _array(state):
                       state.velocity_2], -1)
 
 
-# gymnax's step_env and is_truncated over a batch of states, jitted once, in a child that
-# compiles as users' programs compile (conftest.users_build_env): the bounds below are
-# float32 rounding of XLA's default build; the tier's quick code generation rounds
-# gymnax's Runge-Kutta step differently (up to 4.5e-3 in a velocity where the default
-# build's differs from float64 by 6.9e-4).
+def _gymnax_step(s, time, action):
+    """gymnax's step_env and is_truncated of one state: (obs, next state [4], reward,
+    terminated, truncated)."""
+    obs, new, reward, terminated, _ = ENV.step_env(
+        jax.random.PRNGKey(0), _state(s, time), action, PARAMS)
+    return obs, _array(new), reward, terminated, ENV.is_truncated(new, PARAMS)
+
+
+# _gymnax_step vmapped and jitted once, in a child that compiles as users' programs compile
+# (tests/_xla.py): the bounds below are float32 rounding of XLA's default build; the tier's
+# quick code generation rounds gymnax's Runge-Kutta step differently (up to 4.5e-3 in a
+# velocity where the default build's differs from float64 by 6.9e-4).
 STEP_CHILD = """
 import sys
-import gymnax, jax, jax.numpy as jnp, numpy as np
-env, params = gymnax.make("Acrobot-v1")
-State = type(env.reset_env(jax.random.PRNGKey(0), params)[1])
-def step(s, time, action):
-    state = State(joint_angle1=s[0], joint_angle2=s[1], velocity_1=s[2], velocity_2=s[3],
-                  time=time)
-    obs, new, reward, terminated, _ = env.step_env(jax.random.PRNGKey(0), state, action,
-                                                   params)
-    new_s = jnp.stack([new.joint_angle1, new.joint_angle2, new.velocity_1, new.velocity_2])
-    return obs, new_s, reward, terminated, env.is_truncated(new, params)
-d = np.load(sys.argv[1])
-out = jax.jit(jax.vmap(step))(d["s"], d["time"], d["action"])
-np.savez(sys.argv[2], *[np.asarray(x) for x in out])
+sys.path.insert(0, sys.argv[1])
+import jax, numpy as np
+from test_reference_acrobot_port import _gymnax_step
+d = np.load(sys.argv[2])
+out = jax.jit(jax.vmap(_gymnax_step))(d["s"], d["time"], d["action"])
+np.savez(sys.argv[3], *[np.asarray(x) for x in out])
 """
 
 
@@ -56,16 +56,17 @@ def gymnax_step(tmp_path_factory):
     truncated), each [n, ...]."""
     import subprocess
     import sys
+    from pathlib import Path
 
-    from conftest import users_build_env
+    from _xla import users_build_env
 
     tmp = tmp_path_factory.mktemp("gymnax_step")
 
     def step(s, time, action):
         np.savez(tmp / "in.npz", s=s, time=time, action=action)
-        subprocess.run([sys.executable, "-c", STEP_CHILD, str(tmp / "in.npz"),
-                        str(tmp / "out.npz")], env=users_build_env(), check=True,
-                       timeout=600)
+        subprocess.run([sys.executable, "-c", STEP_CHILD, str(Path(__file__).parent),
+                        str(tmp / "in.npz"), str(tmp / "out.npz")], env=users_build_env(),
+                       check=True, timeout=600)
         out = np.load(tmp / "out.npz")
         return [out[f"arr_{i}"] for i in range(5)]
     return step
