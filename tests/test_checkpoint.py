@@ -65,6 +65,77 @@ def test_round_trip_with_prng_keys(tmp_path):
     assert all(p.startswith("checkpoints" + os.sep) for p in _files(tmp_path))
 
 
+def _raw_meta(run_dir, index):
+    return json.loads((run_dir / "checkpoints" / str(index) / "meta" / "metadata").read_text())
+
+
+def test_small_leaves_are_packed_by_dtype_and_large_ones_saved_alone(tmp_path):
+    """The state item holds one flat array per dtype for the small leaves, and the large
+    leaves and typed keys as arrays of their own; the layout names every leaf."""
+    big = jnp.arange(ckpt.PACK_BELOW // 4, dtype=jnp.float32).reshape(-1, 4)  # 1 MiB
+    state = {**_state(2), "big": big, "more": [jnp.full((3,), i, jnp.float32)
+                                               for i in range(5)]}
+    ckpt.save(tmp_path, 0, state, {"rows": 1})
+    layout = _raw_meta(tmp_path, 0)[ckpt.LAYOUT_KEY]
+    flat = jax.tree_util.tree_leaves_with_path(state)
+    assert [e[0] for e in layout] == [jax.tree_util.keystr(p) for p, _ in flat]
+    arrays = {e[0]: e[1] for e in layout}
+    assert arrays["['big']"].startswith("leaf_") and arrays["['key']"].startswith("leaf_")
+    assert arrays["['params']['w']"] == arrays["['more'][4]"] == "packed_float32"
+    assert arrays["['params']['b']"] == "packed_bfloat16"
+    assert arrays["['flags']"] == "packed_bool"
+    assert ckpt.read_meta(tmp_path, 0) == {"rows": 1}  # the layout is the module's own
+    restored = ckpt.restore(tmp_path, 0, _zeros_like(state))
+    for (path, want), got in zip(flat, jax.tree.leaves(restored), strict=True):
+        if jnp.issubdtype(want.dtype, jax.dtypes.prng_key):
+            want, got = jax.random.key_data(want), jax.random.key_data(got)
+        assert got.dtype == want.dtype and isinstance(got, jax.Array), path
+        np.testing.assert_array_equal(got, want)
+    # Leaves read alone, from their packed group or their own array.
+    alone = ckpt.read_leaves(tmp_path, 0, ["['more'][3]", "['big']"])
+    np.testing.assert_array_equal(alone["['more'][3]"], [3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(alone["['big']"], big)
+    with pytest.raises(KeyError):
+        ckpt.read_leaves(tmp_path, 0, ["['missing']"])
+
+
+def test_a_checkpoint_of_one_array_per_leaf_still_restores(tmp_path, monkeypatch):
+    """Checkpoints written before the packed layout, and by multi-process runs (orbax
+    writes each process's shards), hold one array per leaf and no layout."""
+    monkeypatch.setattr(ckpt, "_pack", lambda state: None)
+    state = _state(4)
+    ckpt.save(tmp_path, 0, state, {"rows": 1})
+    assert ckpt.LAYOUT_KEY not in _raw_meta(tmp_path, 0)
+    monkeypatch.undo()
+    restored = ckpt.restore(tmp_path, 0, _zeros_like(state))
+    np.testing.assert_array_equal(restored["params"]["w"], state["params"]["w"])
+    np.testing.assert_array_equal(jax.random.key_data(restored["key"]),
+                                  jax.random.key_data(state["key"]))
+    assert ckpt.read_leaves(tmp_path, 0, ["['count']"]) is None
+    assert ckpt.verify(tmp_path, 0) is None
+
+
+@pytest.mark.parametrize("change", ["name", "shape", "dtype", "extra", "subset"])
+def test_a_state_of_another_structure_is_refused_with_the_leaf(tmp_path, change):
+    state = _state(0)
+    ckpt.save(tmp_path, 0, state, {})
+    target = dict(_zeros_like(state))
+    if change == "name":
+        target["counter"] = target.pop("count")
+    elif change == "shape":
+        target["flags"] = jnp.zeros((3,), bool)
+    elif change == "dtype":
+        target["count"] = jnp.zeros((), jnp.float32)
+    elif change == "extra":
+        target["extra"] = jnp.zeros(())
+    else:
+        target = {"params": {"w": jnp.zeros((2, 3))}}
+    match = {"name": "'count'", "shape": "'flags'", "dtype": "'count'"}.get(
+        change, "arrays saved")
+    with pytest.raises(ValueError, match=f"does not fit the target state.*{match}"):
+        ckpt.restore(tmp_path, 0, target)
+
+
 def test_latest_none_without_checkpoints(tmp_path):
     assert ckpt.latest(tmp_path) is None
     assert ckpt.latest(tmp_path / "missing") is None
@@ -116,12 +187,6 @@ def test_killed_save_leftover_is_ignored(tmp_path):
     assert ckpt.latest(tmp_path) == (0, {"i": 0})
     restored = ckpt.restore(tmp_path, 0, _zeros_like(_state()))
     assert int(restored["count"]) == 7
-
-
-def test_restore_into_wrong_structure_is_clear(tmp_path):
-    ckpt.save(tmp_path, 0, _state(), {})
-    with pytest.raises(ValueError, match="does not fit the target state"):
-        ckpt.restore(tmp_path, 0, {"params": {"w": jnp.zeros((2, 3))}})
 
 
 def _cfg(**run):

@@ -231,3 +231,23 @@ def test_a_damaged_latest_checkpoint_is_skipped_with_a_warning(run_dir, tmp_path
             p.write_bytes(b"0" * p.stat().st_size)
     with pytest.raises(PolicyError, match="no good checkpoint"):
         load_policy(copy, seed=SEEDS[0])
+
+
+def test_a_checkpoint_of_one_array_per_leaf_gives_the_same_policy(run_dir, tmp_path,
+                                                                   monkeypatch):
+    """Checkpoints without the packed layout (written before it, or by a multi-process
+    run) are read with orbax's partial restore of the params: the same policy."""
+    from dreamerjax.run import checkpoint as ckpt
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    last = ckpt.indices(copy)[-1]
+    setup = setup_lib.make_setup(small_config())
+    state = ckpt.restore(copy, last, _abstract_state(setup))
+    monkeypatch.setattr(ckpt, "_pack", lambda state: None)
+    ckpt.save(copy, last + 1, state, ckpt.read_meta(copy, last))
+    assert ckpt.read_leaves(copy, last + 1, []) is None
+    for seed in SEEDS:
+        packed, per_leaf = load_policy(run_dir, seed=seed), load_policy(copy, seed=seed)
+        assert per_leaf.source.endswith(f"checkpoint {last + 1}")
+        jax.tree.map(np.testing.assert_array_equal, per_leaf.params, packed.params)

@@ -191,13 +191,30 @@ def stacked_params(run_dir: str | os.PathLike, index: int, config: Config, space
 
 
 def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> dict:
-    """The agent's params [seeds, ...] of checkpoint `index`, read alone (orbax partial
-    restore of the agent's params in the `state` item, or of an `agent` item)."""
+    """The agent's params [seeds, ...] of checkpoint `index`, read alone: the leaves under
+    `.agent.params` of a packed state (checkpoint.read_leaves), else orbax's partial
+    restore of the agent's params in the `state` item, or of an `agent` item."""
     import orbax.checkpoint as ocp
 
     from dreamerjax.run import checkpoint as ckpt
 
     base = (run_dir / ckpt.CHECKPOINT_DIR / str(index)).absolute()
+    flat, treedef = jax.tree_util.tree_flatten_with_path(want)
+    names = [".agent.params" + jax.tree_util.keystr(path) for path, _ in flat]
+    try:
+        leaves = ckpt.read_leaves(run_dir, index, names)
+    except KeyError as e:
+        raise PolicyError(f"{base}: the agent's parameters do not fit the run's config "
+                          f"(no {e.args[0]} in the checkpoint)") from None
+    if leaves is not None:
+        for name, (_, s) in zip(names, flat, strict=True):
+            if leaves[name].shape != (num_seeds, *s.shape):
+                raise PolicyError(f"{base}: the agent's parameters do not fit the run's "
+                                  f"config ({name}: {list(leaves[name].shape)} saved, "
+                                  f"{[num_seeds, *s.shape]} wanted)")
+        local = jax.local_devices()[0]
+        return jax.tree_util.tree_unflatten(
+            treedef, jax.device_put([leaves[name] for name in names], local))
     target = jax.tree.map(
         lambda s: jax.ShapeDtypeStruct((num_seeds, *s.shape), s.dtype), want)
     local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
