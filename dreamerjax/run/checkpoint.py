@@ -349,16 +349,16 @@ def _pack(state: Any) -> tuple[dict, list] | None:
     small = iter(jax.device_get([x for _, x in flat if _packable(x)]))  # one transfer
     item: dict[str, Any] = {}
     pieces: dict[str, list[np.ndarray]] = {}
+    sizes: dict[str, int] = {}
     layout = []
     for i, (path, x) in enumerate(flat):
         name = jax.tree_util.keystr(path)
         if _packable(x):
             host = np.asarray(next(small))
             key = f"packed_{host.dtype.name}"
-            group = pieces.setdefault(key, [])
-            layout.append([name, key, sum(p.size for p in group), list(host.shape),
-                           str(host.dtype)])
-            group.append(host.reshape(-1))
+            layout.append([name, key, sizes.get(key, 0), list(host.shape), str(host.dtype)])
+            pieces.setdefault(key, []).append(host.reshape(-1))
+            sizes[key] = sizes.get(key, 0) + host.size
         else:
             key = f"leaf_{i}"
             item[key] = x
