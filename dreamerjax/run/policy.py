@@ -199,6 +199,7 @@ def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> di
     from dreamerjax.run import checkpoint as ckpt
 
     base = (run_dir / ckpt.CHECKPOINT_DIR / str(index)).absolute()
+    local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     flat, treedef = jax.tree_util.tree_flatten_with_path(want)
     names = [".agent.params" + jax.tree_util.keystr(path) for path, _ in flat]
     try:
@@ -212,12 +213,10 @@ def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> di
                 raise PolicyError(f"{base}: the agent's parameters do not fit the run's "
                                   f"config ({name}: {list(leaves[name].shape)} saved, "
                                   f"{[num_seeds, *s.shape]} wanted)")
-        local = jax.local_devices()[0]
         return jax.tree_util.tree_unflatten(
             treedef, jax.device_put([leaves[name] for name in names], local))
     target = jax.tree.map(
         lambda s: jax.ShapeDtypeStruct((num_seeds, *s.shape), s.dtype), want)
-    local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
     for item, nest in (("agent", ("params",)), ("state", ("agent", "params"))):
         path = base / item
         if not path.is_dir():
