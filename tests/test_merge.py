@@ -94,13 +94,16 @@ def test_cli_merges_and_names_bad_input_in_one_line(tmp_path, capsys):
     assert "checkpoints" in capsys.readouterr().err
 
 
-def test_compare_on_the_protocol_run_split_by_seed_and_merged(tmp_path):
-    """The committed CartPole protocol run, one run per seed, merged: compare passes its
-    input checks and writes the same summary.json (A, S1 and S2 per seed)."""
+@pytest.mark.parametrize("split", [((0,), (1,), (2,)), ((0,), (1, 2))],
+                         ids=["one run per seed", "a run of one seed and one of two"])
+def test_compare_on_the_protocol_run_split_by_seed_and_merged(tmp_path, split):
+    """The committed CartPole protocol run, split into runs of one seed or of several,
+    merged: compare passes its input checks and writes the same summary.json (A, S1 and S2
+    per seed)."""
     from dreamerjax.tools.protocol import compare_main
 
     protocol = ROOT / "results" / "cartpole_protocol"
-    runs = [_split(protocol, tmp_path / f"s{s}", (s,)) for s in (0, 1, 2)]
+    runs = [_split(protocol, tmp_path / f"s{i}", seeds) for i, seeds in enumerate(split)]
     merge.merge(runs, tmp_path / "joined")
     assert compare_main(str(tmp_path / "joined"), out=str(tmp_path / "cmp")) == 0
     got = json.loads((tmp_path / "cmp" / "summary.json").read_text())
