@@ -19,9 +19,9 @@ checked by orbax alone.
 
 The state item is packed: the leaves smaller than PACK_BELOW are saved as one flat array
 per dtype (`packed_float32`, ...) and each larger leaf as its own array (`leaf_<i>`), with
-the layout (every leaf's key path, array, offset, shape and dtype) in the meta. orbax's
-cost is per array: the tiny network's state of 914 arrays took 1.5-2 s to save (and ~1 s
-to restore) one array each, 0.12 s (0.1 s) packed. A checkpoint written one array per leaf (before
+the layout (every leaf's key path, array, offset, shape and dtype) in the meta: orbax's
+cost is per array, and a state has ~900 mostly small ones (docs/reliability.md gives the
+times). A checkpoint written one array per leaf (before
 the layout existed, or by a multi-process run, whose shards orbax writes from each
 process) has no layout and is restored as it was written.
 """
