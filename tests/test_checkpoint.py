@@ -1,4 +1,5 @@
-"""checkpoint.py: round trip incl. typed PRNG keys, atomic writes, keep-last-2, config check."""
+"""checkpoint.py: round trip incl. typed PRNG keys, the packed state and checkpoints of one
+array per leaf, atomic writes, keep-last-2, config check."""
 
 import json
 import os
@@ -65,10 +66,6 @@ def test_round_trip_with_prng_keys(tmp_path):
     assert all(p.startswith("checkpoints" + os.sep) for p in _files(tmp_path))
 
 
-def _raw_meta(run_dir, index):
-    return json.loads((run_dir / "checkpoints" / str(index) / "meta" / "metadata").read_text())
-
-
 def test_small_leaves_are_packed_by_dtype_and_large_ones_saved_alone(tmp_path):
     """The state item holds one flat array per dtype for the small leaves, and the large
     leaves and typed keys as arrays of their own; the layout names every leaf."""
@@ -76,7 +73,7 @@ def test_small_leaves_are_packed_by_dtype_and_large_ones_saved_alone(tmp_path):
     state = {**_state(2), "big": big, "more": [jnp.full((3,), i, jnp.float32)
                                                for i in range(5)]}
     ckpt.save(tmp_path, 0, state, {"rows": 1})
-    layout = _raw_meta(tmp_path, 0)[ckpt.LAYOUT_KEY]
+    layout = ckpt._read_raw_meta(tmp_path, 0)[ckpt.LAYOUT_KEY]
     flat = jax.tree_util.tree_leaves_with_path(state)
     assert [e[0] for e in layout] == [jax.tree_util.keystr(p) for p, _ in flat]
     arrays = {e[0]: e[1] for e in layout}
@@ -105,7 +102,7 @@ def test_a_checkpoint_of_one_array_per_leaf_still_restores(tmp_path, monkeypatch
     monkeypatch.setattr(ckpt, "_pack", lambda state: None)
     state = _state(4)
     ckpt.save(tmp_path, 0, state, {"rows": 1})
-    assert ckpt.LAYOUT_KEY not in _raw_meta(tmp_path, 0)
+    assert ckpt.LAYOUT_KEY not in ckpt._read_raw_meta(tmp_path, 0)
     monkeypatch.undo()
     restored = ckpt.restore(tmp_path, 0, _zeros_like(state))
     np.testing.assert_array_equal(restored["params"]["w"], state["params"]["w"])
