@@ -34,10 +34,11 @@ os.environ["XDG_CACHE_HOME"] = _root
 # cache key includes XLA_FLAGS).
 # 1. Quick code generation: compiling is most of the tier's CPU time (its programs run for
 #    seconds, compiling them takes minutes), so the tier has LLVM optimise less (level 0,
-#    its expensive passes off). XLA's HLO passes run as for users; the machine code is less
-#    tuned, so float32 results may differ from the default build's in the last bits, as
-#    they may between two CPUs. Measured (docs/testing.md): `dreamerjax parity --strict
-#    tests/data/reference` passes every row with and without it, on 46 % less CPU with it.
+#    its expensive passes off; on the jaxlib versions checked, fusions by XLA:CPU's older
+#    elemental emitters: tests/_xla.py). The machine code is less tuned, so float32 results
+#    may differ from the default build's in the last bits, as they may between two CPUs.
+#    Measured (docs/testing.md): `dreamerjax parity --strict tests/data/reference` passes
+#    every row with and without it, on 46 % less CPU with the LLVM options alone.
 #    Contracts that compare two runs compare two runs of the same build. TEST_XLA=default
 #    runs the tier with XLA's defaults (what `dreamerjax` users run); `make test-slow`
 #    (learning checks) does.

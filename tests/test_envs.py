@@ -328,13 +328,28 @@ def test_suite_options_from_a_config_section():
     assert envs.suite_options(Env(), "CartPole-v1") == {}
 
 
-def test_collector_step_envs_equals_vmapped_collector_step():
-    """Same rows, ends and states as the per-env step, with and without a named seed
-    axis (whose reduction only decides whether the resets are computed)."""
+COLLECTOR_SEEDS, COLLECTOR_ENVS = 2, 4
+
+
+def _collector_steps():
+    """CartPole (episodes cut at 12 steps, resets under a cond) and its three steps of 2
+    seeds x 4 envs: per env vmapped twice, collector_step_envs, and the same with a named
+    seed axis (whose reduction only decides whether the resets are computed)."""
     import dataclasses
     spec = dataclasses.replace(envs.make_env("CartPole-v1", episode_limit=12, dict_obs=True),
                                cond_reset=True)
-    n, seeds, ticks = 4, 2, 40
+    per_env = jax.vmap(jax.vmap(lambda s, a, k: envs.collector_step(spec, s, a, k)))
+    plain = jax.vmap(lambda s, a, k: envs.collector_step_envs(spec, s, a, k))
+    named = jax.vmap(lambda s, a, k: envs.collector_step_envs(spec, s, a, k, "seed"),
+                     axis_name="seed")
+    return spec, {"per_env": per_env, "plain": plain, "named": named}
+
+
+def _collector_runs() -> dict:
+    """40 ticks of each step of _collector_steps, from the same states and keys: their
+    final states, rows and ends as one flat dict of arrays ('<step> <key path>')."""
+    spec, steps = _collector_steps()
+    seeds, n = COLLECTOR_SEEDS, COLLECTOR_ENVS
 
     def run(step_fn):
         def tick(states, k):
@@ -345,18 +360,51 @@ def test_collector_step_envs_equals_vmapped_collector_step():
         keys = jax.random.split(jax.random.PRNGKey(0), (seeds, n))
         states, _ = jax.vmap(jax.vmap(lambda k: envs.collector_init(spec, k)))(keys)
         return jax.jit(lambda s: jax.lax.scan(tick, s, jax.random.split(
-            jax.random.PRNGKey(1), ticks)))(states)
+            jax.random.PRNGKey(1), 40)))(states)
 
-    per_env = jax.vmap(jax.vmap(lambda s, a, k: envs.collector_step(spec, s, a, k)))
-    plain = jax.vmap(lambda s, a, k: envs.collector_step_envs(spec, s, a, k))
-    named = jax.vmap(lambda s, a, k: envs.collector_step_envs(spec, s, a, k, "seed"),
-                     axis_name="seed")
-    want = run(per_env)
-    assert np.asarray(want[1][0]["is_first"]).sum() >= seeds * n * 2  # resets happened
-    for got in (run(plain), run(named)):
-        jax.tree.map(np.testing.assert_array_equal, got, want)
+    out = {}
+    for name, fn in steps.items():
+        leaves, _ = jax.tree_util.tree_flatten_with_path(run(fn))
+        out.update({f"{name} {jax.tree_util.keystr(path)}": np.asarray(x)
+                    for path, x in leaves})
+    return out
+
+
+# The three programs run in a child that compiles as users' programs compile (tests/_xla.py):
+# the claim is bitwise equality in the build users run. The tier's quick code generation
+# rounds the CartPole step differently in the three programs (up to 4e-9 in a state).
+COLLECTOR_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from test_envs import _collector_runs
+np.savez(sys.argv[2], **_collector_runs())
+"""
+
+
+def test_collector_step_envs_equals_vmapped_collector_step(tmp_path):
+    """Same rows, ends and states as the per-env step, with and without a named seed
+    axis."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from _xla import users_build_env
+
+    subprocess.run([sys.executable, "-c", COLLECTOR_CHILD, str(Path(__file__).parent),
+                    str(tmp_path / "runs.npz")], env=users_build_env(), check=True,
+                   timeout=600)
+    runs = np.load(tmp_path / "runs.npz")
+    want = {k.split(" ", 1)[1]: runs[k] for k in runs.files if k.startswith("per_env ")}
+    assert want["[1][0]['is_first']"].sum() >= COLLECTOR_SEEDS * COLLECTOR_ENVS * 2  # resets
+    for name in ("plain", "named"):
+        assert {k.split(" ", 1)[1] for k in runs.files if k.startswith(name + " ")} == set(want)
+        for leaf, value in want.items():
+            np.testing.assert_array_equal(runs[f"{name} {leaf}"], value, err_msg=name + leaf)
     # With the axis named, the resets sit in a real cond (not turned into a select).
-    jaxpr = str(jax.make_jaxpr(named)(
+    spec, steps = _collector_steps()
+    seeds, n = COLLECTOR_SEEDS, COLLECTOR_ENVS
+    jaxpr = str(jax.make_jaxpr(steps["named"])(
         *jax.eval_shape(lambda: (jax.vmap(jax.vmap(lambda k: envs.collector_init(spec, k)))(
             jax.random.split(jax.random.PRNGKey(0), (seeds, n)))[0],
             jnp.zeros((seeds, n), jnp.int32),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import _benchmarks
 import pytest
+from _xla import QUICK_CODEGEN
 
 check = _benchmarks.load("gpu_check.py")
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,12 +88,10 @@ def test_points_are_placed_against_the_published_range(tmp_path):
 
 
 def _run(out, tmp_path, **env):
-    # Unoptimised XLA:CPU code generation: the smoke's numbers are not what is checked, and
-    # it compiles ~20 % faster.
+    # The tiers' quick code generation (tests/_xla.py): the smoke's numbers are not what is
+    # checked, and it compiles faster.
     env = os.environ | {"PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
-                        "TMPDIR": str(tmp_path), "XLA_FLAGS": (
-                            "--xla_backend_optimization_level=0 "
-                            "--xla_llvm_disable_expensive_passes=true"), **env}
+                        "TMPDIR": str(tmp_path), "XLA_FLAGS": QUICK_CODEGEN, **env}
     return subprocess.run(["bash", str(SCRIPT), str(out)], capture_output=True, text=True,
                           env=env, check=False, timeout=600)
 

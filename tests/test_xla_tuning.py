@@ -24,3 +24,11 @@ def test_the_command_line_opts_out_by_flag_or_variable(monkeypatch):
                             "xla_tuning")
     monkeypatch.setenv("DREAMERJAX_XLA_TUNING", "0")
     assert not cli.opted_in(args, "xla_tuning")
+
+
+def test_the_tiers_fusion_option_only_for_the_jaxlib_versions_checked():
+    from _xla import FUSION_QUICK, LLVM_QUICK, quick_codegen
+
+    # XLA aborts the process on an option it does not know.
+    assert quick_codegen("0.10.2") == f"{LLVM_QUICK} {FUSION_QUICK}"
+    assert quick_codegen("0.4.30") == quick_codegen("0.11.0") == quick_codegen(None) == LLVM_QUICK
