@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 # LLVM optimises the machine code less: long-standing XLA options.
 LLVM_QUICK = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
@@ -41,3 +44,10 @@ def users_build_env() -> dict:
     for option in QUICK_CODEGEN.split():
         flags = flags.replace(option, "")
     return dict(os.environ, XLA_FLAGS=" ".join(flags.split()))
+
+
+def run_in_users_build(code: str, *args) -> None:
+    """`python -c code TESTS_DIR *args` in a child with users_build_env(): the code finds the
+    test modules through sys.argv[1] and passes its results back through files it writes."""
+    subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), *map(str, args)],
+                   env=users_build_env(), check=True, timeout=600)

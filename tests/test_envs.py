@@ -385,15 +385,9 @@ np.savez(sys.argv[2], **_collector_runs())
 def test_collector_step_envs_equals_vmapped_collector_step(tmp_path):
     """Same rows, ends and states as the per-env step, with and without a named seed
     axis."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from _xla import run_in_users_build
 
-    from _xla import users_build_env
-
-    subprocess.run([sys.executable, "-c", COLLECTOR_CHILD, str(Path(__file__).parent),
-                    str(tmp_path / "runs.npz")], env=users_build_env(), check=True,
-                   timeout=600)
+    run_in_users_build(COLLECTOR_CHILD, tmp_path / "runs.npz")
     runs = np.load(tmp_path / "runs.npz")
     want = {k.split(" ", 1)[1]: runs[k] for k in runs.files if k.startswith("per_env ")}
     assert want["[1][0]['is_first']"].sum() >= COLLECTOR_SEEDS * COLLECTOR_ENVS * 2  # resets

@@ -54,19 +54,13 @@ np.savez(sys.argv[3], *[np.asarray(x) for x in out])
 def gymnax_step(tmp_path_factory):
     """(s [n, 4], time [n], action [n]) -> gymnax's (obs, next state, reward, terminated,
     truncated), each [n, ...]."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from _xla import users_build_env
+    from _xla import run_in_users_build
 
     tmp = tmp_path_factory.mktemp("gymnax_step")
 
     def step(s, time, action):
         np.savez(tmp / "in.npz", s=s, time=time, action=action)
-        subprocess.run([sys.executable, "-c", STEP_CHILD, str(Path(__file__).parent),
-                        str(tmp / "in.npz"), str(tmp / "out.npz")], env=users_build_env(),
-                       check=True, timeout=600)
+        run_in_users_build(STEP_CHILD, tmp / "in.npz", tmp / "out.npz")
         out = np.load(tmp / "out.npz")
         return [out[f"arr_{i}"] for i in range(5)]
     return step
