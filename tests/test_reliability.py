@@ -12,6 +12,8 @@ seeded RNG.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -29,6 +31,7 @@ from _runs import small_argv
 
 from dreamerjax.run import checkpoint, records
 from dreamerjax.run import lock as runlock
+from dreamerjax.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # One seed (the CLI's default); log points at rows 80, 160, 240. No open-loop reports: they
@@ -176,10 +179,14 @@ def _env(pause: str = "") -> dict:
 
 
 def _quick(argv) -> subprocess.CompletedProcess:
-    """A CLI call expected to be refused before anything is built."""
-    return subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "train", *argv],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=120)
+    """A CLI call expected to be refused before anything is built, run in this process:
+    the refusals read the run directory's lock and markers only (no JAX), which holds
+    for a second process just as for this one, without a process's ~3 s of imports."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = cli.main(["train", *argv])
+    return subprocess.CompletedProcess(["dreamerjax", "train", *argv], code, "",
+                                       err.getvalue())
 
 
 def _one_error_line(stderr: str) -> str:
