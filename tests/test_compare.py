@@ -545,3 +545,15 @@ def test_tracker_order_checked_and_serialisable():
     # 22 episodes end on rows <= 30: the last 10 stay, plus the 11 after row 30
     assert t.count(0, 0) == 21
     assert [t.s2(0, n, 2) for n in (60, 70, 84)] == before
+
+
+def test_schedule_follows_the_runs_reference_version():
+    """compare's input check counts updates with the replay gate of the version the run
+    reproduced (config.json's agent.reference): HEAD opens it at batch_size x batch_length
+    items, 29eb964 at batch_size, on the same protocol otherwise."""
+    old = json.loads((RESULTS / "cartpole_protocol" / "config.json").read_text())
+    head = json.loads((RESULTS / "cartpole_protocol_e3f0224" / "config.json").read_text())
+    assert head["agent"]["reference"] == "e3f0224"
+    old_s, head_s = inputs.schedule_from_config(old), inputs.schedule_from_config(head)
+    assert [old_s.expected_updates(n) for n in (2000, 4000, 20000)] == [481, 1481, 9481]
+    assert [head_s.expected_updates(n) for n in (2000, 4000, 20000)] == [0, 977, 8977]

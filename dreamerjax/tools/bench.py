@@ -621,8 +621,8 @@ def env_config(env_id: str, opts: Options, chunks: int):
 def gate_chunks(opts: Options) -> int:
     """Chunks up to and including the one where the schedule's first update falls."""
     from dreamerjax.data import schedule as schedule_lib
-    run = env_config("CartPole-v1", opts, 10**4).run
-    sched = schedule_lib.schedule_from_config(run)
+    config = env_config("CartPole-v1", opts, 10**4)
+    sched = schedule_lib.schedule_from_config(config.run, config.agent.reference)
     tick = 0
     while int(schedule_lib.updates_owed(sched, tick)) == 0:
         tick += 1

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
+from dreamerjax.config.defaults import REF_29EB964
 from dreamerjax.data import schedule as schedule_lib
 
 CARTPOLE_LIMIT = 500
@@ -98,11 +99,12 @@ _SCHEDULE_KEYS = ("env", "num_envs", "steps", "eval_every", "eval_episodes", "tr
                   "batch_size", "batch_length", "replay_context")
 
 
-def schedule_of(run) -> Schedule:
-    """Schedule of a RunConfig (dreamerjax.config.defaults) or anything with its fields."""
+def schedule_of(run, reference: str = REF_29EB964) -> Schedule:
+    """Schedule of a RunConfig (dreamerjax.config.defaults) or anything with its fields,
+    with the replay gate of the reference version the run reproduces."""
     return Schedule(env=run.env, num_envs=run.num_envs, steps=run.steps,
                     eval_every=run.eval_every, eval_episodes=run.eval_episodes,
-                    train=schedule_lib.schedule_from_config(run),
+                    train=schedule_lib.schedule_from_config(run, reference),
                     episode_limit=run.episode_limit)
 
 
@@ -117,8 +119,10 @@ def schedule_from_config(cfg: dict) -> Schedule:
         if key not in run:
             raise InputError(f"config.json lacks run.{key}")
     known = {k: run[k] for k in (*_SCHEDULE_KEYS, "episode_limit", "train_fill") if k in run}
+    # agent.reference: the version whose replay gate the run used (absent before HEAD).
+    reference = (cfg.get("agent") or {}).get("reference", REF_29EB964)
     try:
-        return schedule_of(RunConfig(**known))
+        return schedule_of(RunConfig(**known), reference)
     except ValueError as e:
         raise InputError(f"config.json: {e}") from e
 
