@@ -91,7 +91,7 @@ def _strip(records):
 
 def _same(a, b, path=""):
     """Equal structure, equal ints/bools/strings; floats equal to float32 rounding. One
-    device runs both seeds one after the other (run.seed_loop auto: mapped on a CPU), two
+    device runs each seed's 1-seed program (run.seed_loop auto on a CPU: threads), two
     devices a vmapped batch of 1 each, and XLA may order a float32 reduction differently
     for the two programs; measured differences (on a run of 25 updates per window)
     were below 3e-6 relative."""

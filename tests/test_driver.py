@@ -224,6 +224,10 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
     assert ({x.sharding for x in jax.tree.leaves(restored)}
             == {x.sharding for x in jax.tree.leaves(fresh)})
     due = trainer.owed(0)
+    if trainer.threads:  # run.seed_loop threads (a CPU's auto): split, then 1-seed chunks
+        assert trainer._split.lower(restored).as_text() == trainer._split.lower(fresh).as_text()
+        restored, fresh = trainer._split(restored)[0], trainer._split(fresh)[0]
+        assert restored.updates.shape == (1,)
     assert (trainer._chunk.lower(restored, due).as_text()
             == trainer._chunk.lower(fresh, due).as_text())
 

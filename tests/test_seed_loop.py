@@ -1,7 +1,8 @@
-"""run.seed_loop: seeds vmapped into one batched program or mapped one after another
-inside it. The mapped form keeps XLA:CPU off the grouped convolutions that vmapping
-per-seed CNN kernels produces (docs/performance.md), and each seed's numbers are its own
-either way (float32 rounding apart)."""
+"""run.seed_loop: seeds vmapped into one batched program, mapped one after another inside
+it, or (threads) each seed's chunk its own 1-seed program on a host thread. The mapped and
+threaded forms keep XLA:CPU off the grouped convolutions that vmapping per-seed CNN kernels
+produces (docs/performance.md), and each seed's numbers are its own either way (float32
+rounding apart between vmap and the others; threads and map bitwise alike)."""
 
 import jax
 import numpy as np
@@ -24,9 +25,10 @@ def _setup(how: str):
     return bench.make_setup(True, IMAGE_SETS + (f"run.seed_loop={how}",))
 
 
-def test_auto_is_map_on_cpu_and_explicit_values_stay():
+def test_auto_is_threads_on_cpu_and_explicit_values_stay():
     assert jax.default_backend() == "cpu"
-    assert train_lib.seed_loop(_setup("auto")) == "map"
+    assert train_lib.seed_loop(_setup("auto")) == "threads"
+    assert train_lib.seed_loop(_setup("threads")) == "threads"
     assert train_lib.seed_loop(_setup("vmap")) == "vmap"
     assert train_lib.seed_loop(_setup("map")) == "map"
 
@@ -70,4 +72,35 @@ def test_both_layouts_give_each_seed_the_same_update():
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
     # the seeds themselves differ: a mapped seed does not read its neighbour's slice
     loss = b.window["ref"]["opt_loss"]
+    assert np.isfinite(loss).all() and loss[0] != loss[1]
+
+
+def test_threads_give_each_seed_the_mapped_programs_chunk():
+    """run.seed_loop threads: the chunk run as the 1-seed program once per seed on host
+    threads gives every seed the state and episode ends of the mapped program, bitwise,
+    over a log interval without updates and one with 15; the precompile child compiles the
+    1-seed program the run calls."""
+    import _runs
+
+    from dreamerjax.run import setup as setup_lib
+
+    out = {}
+    for how in ("map", "threads"):
+        trainer = driver.make_trainer(
+            setup_lib.make_setup(_runs.small_config(seed_loop=how)), (0, 1))
+        assert bool(trainer.threads) == (how == "threads")
+        states, ends = trainer.init(), []
+        for index in range(2):
+            states, end = trainer.chunk(states, index)
+            ends.append(end)
+        out[how] = jax.device_get((states, ends))
+        shapes = {x.shape[0] for x in jax.tree.leaves(
+            trainer.chunk_input(trainer.abstract_state()))}
+        assert shapes == ({1} if how == "threads" else {2})
+    a, b = out["map"], out["threads"]
+    assert int(b[0].updates[0]) == int(b[0].updates[1]) == _runs.UPDATES[160]
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    loss = b[0].window["ref"]["opt_loss"]  # the seeds themselves differ
     assert np.isfinite(loss).all() and loss[0] != loss[1]

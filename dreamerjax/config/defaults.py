@@ -217,7 +217,11 @@ class RunConfig:
     # program (the accelerators' choice); "map": one seed after another inside the same
     # compiled program (lax.map), which on XLA:CPU keeps image models' convolutions off the
     # naive emitter that vmapped (grouped) convolutions fall back to (docs/performance.md).
-    # "auto": "map" on a CPU backend, "vmap" otherwise. One device only for "map".
+    # "threads": each seed's chunk is a program of its own (the 1-seed program), the seeds'
+    # programs run side by side on host threads (as many as CPU cores), so one seed's
+    # serial stretches overlap another's work on a multi-core CPU; compiled envs only (host
+    # envs' programs map their seeds). "auto": "threads" on a CPU backend, "vmap" otherwise.
+    # One device only for "map" and "threads".
     seed_loop: str = "auto"
     # run.protocol (ours): every record carries the CartPole protocol's fields (side,
     # s2_logged, train_raw; tools/protocol/fields.py), as the pre-registered
@@ -231,7 +235,7 @@ class RunConfig:
 TWOHOT_MEANS = ("exact", "pairsum")
 
 # run.seed_loop values (config.RunConfig.seed_loop).
-SEED_LOOPS = ("auto", "vmap", "map")
+SEED_LOOPS = ("auto", "vmap", "map", "threads")
 
 
 @dataclass(frozen=True)

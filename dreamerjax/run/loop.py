@@ -189,11 +189,12 @@ def act_and_store(setup: Setup, s: SeedState):
 
 
 def seed_loop(setup: Setup) -> str:
-    """run.seed_loop resolved for the running backend: "vmap" or "map" ("auto" is "map" on
-    XLA:CPU, whose vmapped convolutions take its naive emitter, and "vmap" elsewhere)."""
+    """run.seed_loop resolved for the running backend: "vmap", "map" or "threads" ("auto" is
+    "threads" on XLA:CPU, whose vmapped convolutions take its naive emitter and whose one
+    program leaves a second core part idle, and "vmap" elsewhere)."""
     how = setup.run.seed_loop
     if how == "auto":
-        return "map" if jax.default_backend() == "cpu" else "vmap"
+        return "threads" if jax.default_backend() == "cpu" else "vmap"
     return how
 
 
@@ -206,8 +207,10 @@ def with_run(setup: Setup, **changes) -> Setup:
 def over_seeds(setup: Setup, fn, *args):
     """fn applied to each seed's slice of args (leading seed axis), as run.seed_loop says:
     vmapped into one batched program, or one seed after another (lax.map) inside it. Each
-    seed's numbers are its own either way; only the program's layout differs."""
-    if seed_loop(setup) == "map":
+    seed's numbers are its own either way; only the program's layout differs. Under
+    "threads" a program that holds several seeds maps them (the trainer runs its chunk one
+    seed per program)."""
+    if seed_loop(setup) in ("map", "threads"):
         return jax.lax.map(lambda a: fn(*a), args)
     return jax.vmap(fn)(*args)
 

@@ -45,7 +45,7 @@ def compile_trainer(trainer, report: bool = True) -> dict:
     keys = trainer._keys()
     timed("init", trainer._init, keys)
     states = trainer.abstract_state()
-    timed("chunk", trainer._chunk, states, trainer.owed(0))
+    timed("chunk", trainer._chunk, trainer.chunk_input(states), trainer.owed(0))
     timed("eval", trainer._eval, states.agent.params, keys, False)
     if report:
         key = np.asarray(jax.random.PRNGKey(0))

@@ -15,12 +15,15 @@ fresh episodes (the replay and agent are restored).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import time
 import weakref
 from typing import Protocol
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from dreamerjax import envs as envs_lib
@@ -159,9 +162,9 @@ class CompiledTrainer(_Shared):
     inside the chunk."""
 
     def __post_init__(self):
-        if self.devices > 1 and self.setup.run.seed_loop == "map":
-            raise ValueError("run.seed_loop=map runs every seed on one device; with "
-                             "--devices N use vmap or auto")
+        if self.devices > 1 and self.setup.run.seed_loop in ("map", "threads"):
+            raise ValueError(f"run.seed_loop={self.setup.run.seed_loop} runs every seed on "
+                             "one device; with --devices N use vmap or auto")
         # Resolved once here: seeds sharded over devices are vmapped on each.
         how = "vmap" if self.devices > 1 else train_lib.seed_loop(self.setup)
         setup = train_lib.with_run(self.setup, seed_loop=how)
@@ -182,6 +185,24 @@ class CompiledTrainer(_Shared):
         self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
                               donate_argnums=0, **shard)
         self._eval = jax.jit(self._eval_fn, static_argnums=2)
+        # run.seed_loop threads: the chunk is the 1-seed program, run once per seed on host
+        # threads; the seeds' states are split before and joined after (two small programs).
+        seeds = len(self.seeds)
+        self.threads = min(seeds, os.cpu_count() or 1) if how == "threads" and seeds > 1 else 0
+        self._split = jax.jit(
+            lambda st: [jax.tree.map(lambda a, i=i: a[i:i + 1], st) for i in range(seeds)])
+        self._join = jax.jit(lambda outs: (
+            jax.tree.map(lambda *a: jnp.concatenate(a), *[o[0] for o in outs]),
+            jax.tree.map(lambda *a: jnp.concatenate(a, 1), *[o[1] for o in outs])))
+
+    def chunk_input(self, states: SeedState) -> SeedState:
+        """The state one chunk program takes (abstract): every seed's, or under run.seed_loop
+        threads one seed's."""
+        if not self.threads:
+            return states
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct((1, *s.shape[1:]), s.dtype, sharding=s.sharding),
+            states)
 
     def _eval_fn(self, params, keys, mode: bool):
         """Evaluation of every seed: [seeds, episodes] returns and lengths. Each device
@@ -200,7 +221,16 @@ class CompiledTrainer(_Shared):
                              out_specs=spec, check_vma=False)(params, keys)
 
     def chunk(self, states: SeedState, log_index: int):
-        return self._chunk(states, self.owed(log_index))
+        due = self.owed(log_index)
+        if not self.threads:
+            return self._chunk(states, due)
+
+        def one_seed(state):  # waits here: the threads' programs then overlap on the cores
+            return jax.block_until_ready(self._chunk(state, due))
+
+        with concurrent.futures.ThreadPoolExecutor(self.threads) as pool:
+            outs = list(pool.map(one_seed, self._split(states)))
+        return self._join(outs)
 
     def evaluate(self, params, log_index: int, mode: bool = False):
         """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
