@@ -10,10 +10,10 @@ g^T x ([64, 640]). Median milliseconds of --reps calls per form; prints one JSON
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
+from _emit import emit
 
 from dreamerjax.run import xla_tuning
 
@@ -64,12 +64,7 @@ def main(argv=None) -> int:
               "jax": jax.__version__, "reps": args.reps,
               "median_ms": {name: median_ms(fn, *a, reps=args.reps)
                             for name, (fn, *a) in forms.items()}}
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
-    return 0
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ so after the rounds the parameters of map, unroll and sequential/threads are com
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -28,6 +27,7 @@ import threading
 import time
 
 import numpy as np
+from _emit import emit
 
 from dreamerjax.run import xla_tuning
 
@@ -135,12 +135,7 @@ def main(argv=None) -> int:
         "equal_params_to_map": equal,
         "loadavg_before_after": load,
     }
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
-    return 0
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":
