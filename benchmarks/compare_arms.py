@@ -1,6 +1,7 @@
 """Side-by-side table of two dreamerjax runs of the CartPole protocol (e.g. two arms that
-differ in one component), with the reference's window means known from the diagnosis
-(../shared/seeds/002_*) where they exist.
+differ in one component), with the reference's window means known from
+the diagnosis "Diagnosis: Ajax DreamerV3 vs reference 29eb964, CartPole 1m comparison"
+where they exist.
 
     python benchmarks/compare_arms.py RUN_A RUN_B --names exact pairsum > table.md
 
@@ -19,7 +20,7 @@ METRICS = ("ent/action/mean", "adv/std", "val/std", "ret/std", "rew/min", "criti
 
 # Reference window means (seeds 0-2, min-max) quoted by the diagnosis (002, tables of the
 # 2,000- and 4,000-row windows and the text on the 6,000-row window); nothing else of the
-# reference's per-window record is in ../shared.
+# reference's per-window record was published with it.
 REFERENCE = {
     2000: {"val/std": "0.0846", "ret/std": "0.133-0.138", "adv/std": "0.159-0.162",
            "rew/min": "-0.278"},

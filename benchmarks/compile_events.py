@@ -3,7 +3,7 @@ JSON object with the command's wall seconds and the events summed by name (traci
 lowering to MLIR, XLA's backend compile, persistent-cache retrievals), each above 0.2 s.
 
     XDG_CACHE_HOME=$(mktemp -d) XLA_FLAGS="..." python benchmarks/compile_events.py \\
-        train --tiny --steps 160 --no-precompile --out /tmp/run
+        train --tiny --steps 160 --no-precompile --out OUT/run
 
 Run it twice on one XDG_CACHE_HOME for the cold and the cached start of the same program;
 set XLA_FLAGS to compare XLA's options (docs/testing.md, the quick build's emitters).

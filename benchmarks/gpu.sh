@@ -6,7 +6,7 @@
 #
 #   benchmarks/gpu.sh [OUT]              # default OUT: results/bench/gpu_<date>
 #   LIMIT=140 UPDATES=20 benchmarks/gpu.sh
-#   SMOKE=1 benchmarks/gpu.sh /tmp/gpu   # anywhere: tiny network, 1 and 2 seeds, 2 updates
+#   SMOKE=1 benchmarks/gpu.sh OUT   # anywhere: tiny network, 1 and 2 seeds, 2 updates
 #   SIZES=12m DTYPES=bfloat16 benchmarks/gpu.sh   # a part of the matrix (gpu_check.sh does)
 #
 # A devices.json already in OUT is kept (gpu_check.sh writes it first), saving the probe.

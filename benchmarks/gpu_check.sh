@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The prepared GPU check: one command for a lent GPU, finished within BUDGET seconds
+# The prepared GPU check: one command for a machine with a GPU, finished within BUDGET seconds
 # (default 540, 9 minutes), that benches the update and trains a DeepMind Control task
 # compiled into the loop, then compares the run with the reference's published curve.
 #
 #   SCORES=reference_scores/dmc_proprio-dreamerv3.json.gz benchmarks/gpu_check.sh OUT
-#   SMOKE=1 SCORES=FILE benchmarks/gpu_check.sh /tmp/check   # on a CPU: tiny, 2 seeds, 160 rows
-#   SMOKE=1 BENCH_S=250 SCORES=FILE benchmarks/gpu_check.sh /tmp/check   # ... and tiny benches
+#   SMOKE=1 SCORES=FILE benchmarks/gpu_check.sh OUT   # on a CPU: tiny, 2 seeds, 160 rows
+#   SMOKE=1 BENCH_S=250 SCORES=FILE benchmarks/gpu_check.sh OUT   # ... and tiny benches
 #
 # Knobs (environment): BUDGET (s, 540), BENCH_S (the first bench's limit, 100; 0: no
 # benches), TRAIN_S (290), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON
@@ -41,7 +41,7 @@
 # are the curve. More seeds cost FLOPs, not latency: SEEDS="0 1 ... 7" trades env steps
 # for seeds.
 #
-# OUT receives at most 8 files (the device returns no more): gpu_check.json, gpu_check_log.txt
+# OUT receives at most 8 files: gpu_check.json, gpu_check_log.txt
 # (every stage's output), run_config.json, run_records.jsonl, run_episodes.jsonl and the
 # bench JSONs. Everything else stays in WORK (a temporary folder).
 set -u

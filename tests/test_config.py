@@ -353,7 +353,7 @@ def test_bad_input_is_refused_naming_the_key(tmp_path):
 
 def test_keys_without_meaning_here_are_refused_with_the_reason():
     assert "does not apply here: seconds of wall clock" in _error(sets=["run.eval_every=10"])
-    assert "run directory is --out" in _error(sets=["logdir=/tmp/x"])
+    assert "run directory is --out" in _error(sets=["logdir=runs/x"])
     assert "--seeds" in _error(sets=["seed=3"])
     assert "dmlab suite is not implemented" in _error(sets=["env.dmlab.repeat=2"])
     assert "prioritized replay is not implemented" in _error(

@@ -2,8 +2,8 @@
 
     python benchmarks/reference_head/subset.py SRC DST
 
-SRC is the full fixture set (../shared/reference_fixtures_head, its README says how HEAD
-produced it). For the three perturbed families (vector, image + vector, continuous with
+SRC is the full HEAD fixture set (its README says how HEAD produced it). For the three
+perturbed families (vector, image + vector, continuous with
 the 0.5 * stddev sample) it copies the config yaml and the start parameters as they are
 and the loss file with only the arrays `dreamerjax parity` compares (the batch, the loss
 terms, metrics, outputs, carries and the intermediates listed in KEEP; not the 1.5 MB image

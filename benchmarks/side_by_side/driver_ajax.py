@@ -5,7 +5,7 @@ Ajax's own per-update function `ajax.agents.DreamerV3.train_DreamerV3.update` (s
 batch of 16 x (64 + 1 context) rows from the replay, popping the online queue first; one
 `learner.train_step`; write the posterior latents back), jitted as its training loop runs
 it, the state donated, for `DreamerV3(env_id="CartPole-v1", model_size="1m")` with every
-other argument at its default (the protocol's configuration, /work/shared/seeds/000_*,
+other argument at its default (the protocol's configuration, docs/protocol.md,
 section 1). This is the same scope as dreamerjax's bench program (sample + update +
 write-back). The replay is first filled by 100 ticks of Ajax's own `collect` (1,600 rows,
 past the 1,040-row gate), in a ring of 1,250 rows per env as a 20,000-row run sizes it.

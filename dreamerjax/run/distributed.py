@@ -1,9 +1,9 @@
 """Multi-host runs: join jax.distributed before anything starts a JAX backend.
 
-Importing dreamerjax.loop (through gymnax) already starts the backend, so call `start`
-first: `from dreamerjax.run import distributed; distributed.start(...)`, then import the loop
-and call `loop.train(..., devices=N)` with N the devices of all processes. The CLI does this
-for `dreamerjax train --distributed`.
+Importing dreamerjax.run.loop (through gymnax) already starts the backend, so call `start`
+first: `from dreamerjax.run import distributed; distributed.start(...)`, then import the
+driver and call `driver.train(..., devices=N)` with N the devices of all processes. The
+CLI does this for `dreamerjax train --distributed`.
 """
 
 from __future__ import annotations

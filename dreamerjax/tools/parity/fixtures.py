@@ -1,6 +1,6 @@
 """Compare our functions with arrays produced by the reference code (danijar/dreamerv3 @29eb964).
 
-The fixture directory (tests/data/reference, from ../shared/reference_fixtures) holds one
+The fixture directory (tests/data/reference, arrays produced by the reference) holds one
 .npz per experiment; its README.md says how each array was produced. This module is the
 checker framework plus the checks of fixtures (a)-(e): two-hot, symlog/symexp, return
 normaliser, lambda returns, optimiser.

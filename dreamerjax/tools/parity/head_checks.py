@@ -1,6 +1,6 @@
 """Parity with the reference's HEAD (danijar/dreamerv3 at e3f0224) on its own arrays.
 
-The fixture directory (../shared/reference_fixtures_head, a subset in
+The fixture directory (the full set produced by the reference's HEAD, or its subset in
 tests/data/reference_head) holds `head_loss{F}_s{d}.npz` (one jitted Agent.loss) and
 `head_update{F}_s{d}.npz` (two jitted train steps) per family F; its README.md says how
 they were produced. The version is read from each family's config yaml (HEAD's config has

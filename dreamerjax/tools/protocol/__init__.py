@@ -1,7 +1,8 @@
 """The CartPole comparison harness: `dreamerjax compare RUN_DIR [--reference DIR]`.
 
 Reads our run's record set and, when given, a reference record set, checks both against
-the pre-registered protocol (../shared/seeds/000_*.txt, sections 5.1-5.4), computes its
+the pre-registered protocol ("Ajax DreamerV3 vs reference DreamerV3 (29eb964) on
+CartPole-v1: comparison protocol", sections 5.1-5.4; docs/protocol.md), computes its
 statistics and writes compare.md, summary.json and curves.png. Our run directory also
 holds config.json (the resolved `dreamerjax.config.defaults.Config`), which fixes the log
 points and, through dreamerjax.data.schedule, the expected update counts of both sides.
