@@ -350,6 +350,11 @@ def _guarded(fn):
         primary = jax.process_index() == 0
         if resume:
             runlock.check_not_nonfinite(out)
+        elif primary:  # the processes of a multi-host run share out; only process 0 writes
+            # A fresh run into a used directory would append to its records and overwrite
+            # its config, then fail at its first checkpoint: refused before anything is
+            # built, compiled or written (the command line refuses with this same check).
+            runlock.check_new(out)
         existed = os.path.exists(out)
         if primary:
             runlock.acquire(out, "--resume" if resume else "--out")

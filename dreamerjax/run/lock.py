@@ -78,6 +78,27 @@ def check(run_dir: str | os.PathLike, flag: str = "--resume") -> None:
         os.close(fd)
 
 
+class RunDirNotEmpty(ValueError):
+    """A new run was given a directory that already holds files (a run, or anything
+    else): writing there would mix its records and checkpoints with theirs."""
+
+
+def check_new(run_dir: str | os.PathLike, flag: str = "out",
+              resume: str = "resume=True") -> None:
+    """Raise unless run_dir can take a new run: missing, or an empty directory. Reads only
+    (makes and writes nothing). A run another live process writes is named as such
+    (RunLocked); any other non-empty directory is RunDirNotEmpty. flag and resume are how
+    the caller spells the directory's argument and a resume (the command line: "--out"
+    and "--resume DIR")."""
+    path = Path(run_dir)
+    if path.exists() and not path.is_dir():
+        raise RunDirNotEmpty(f"{flag} {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        check(path, flag)
+        raise RunDirNotEmpty(f"{flag} {path} exists and is not empty; continue that run "
+                             f"with {resume}, or choose another {flag}")
+
+
 def acquire(run_dir: str | os.PathLike, flag: str = "--resume", warn=None) -> None:
     """Take run_dir's lock for this process (creating run_dir); RunLocked if another
     live process holds it. A stale lock is taken over with a one-line warning."""

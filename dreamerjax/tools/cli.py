@@ -704,13 +704,12 @@ def _check_seeds(seeds: Sequence[int]) -> None:
 
 
 def _check_new_run_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise ArgumentError(f"--out {path} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        from dreamerjax.run import lock as runlock
-        runlock.check(path, "--out")
-        raise ArgumentError(f"--out {path} exists and is not empty; continue that run with "
-                            f"--resume {path}, or choose another --out")
+    from dreamerjax.run import lock as runlock  # no JAX: the library's own check
+
+    try:
+        runlock.check_new(path, "--out", resume=f"--resume {path}")
+    except runlock.RunDirNotEmpty as e:
+        raise ArgumentError(str(e)) from None
 
 
 def _check_existing_run_dir(path: Path) -> None:
