@@ -568,12 +568,13 @@ def imagined_rew_con(params, cfg: AgentConfig, data: dict, tfeat, flat):
 # ----------------------------------------------------------------------------- actor-critic
 
 
-def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormState):
+def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormState,
+               data_axis: str | None = None):
     """REINFORCE with percentile-normalised advantages and an entropy bonus
     (agent.py:322-333). Returns (loss [N, H], updated retnorm, parts {adv, logpi, ent,
-    offset, scale})."""
+    offset, scale}). data_axis: see `update`."""
     ret, tarval, weight = img["ret"], img["tarval"], img["weight"]
-    retnorm = retnorm_update(retnorm, ret, cfg.retnorm)
+    retnorm = retnorm_update(retnorm, ret, cfg.retnorm, data_axis)
     offset, scale = retnorm_stats(retnorm, cfg.retnorm)
     adv = (ret - tarval[:, :-1]) / scale  # advnorm off
     head = nets.is_head(cfg)
@@ -697,7 +698,7 @@ def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, par
 
 
 def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Spaces,
-            data: dict, carry: dict, key):
+            data: dict, carry: dict, key, data_axis: str | None = None):
     """Agent.loss (agent.py:225-399) on trained rows.
 
     data: obs {name: [B, T, *shape]} (stored dtype), action [B, T] | [B, T, A],
@@ -705,13 +706,14 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     [B, S, C], action [B] | [B, A]} from the context row.
     Returns (total, aux) with aux = dict(losses (scaled, per element), post, embed,
     prevacts, carry, metrics, retnorm (updated state), diag (intermediates)).
+    data_axis: see `update`.
     """
     head = nets.is_head(cfg)
     k_obs, k_img = jax.random.split(key)
     wm = world_model(params, cfg, spaces, data, carry, k_obs)
     losses = dict(wm["losses"])
     img = imagined_targets(params, slow, cfg, spaces, data, wm["post"], k_img)
-    losses["actor"], retnorm, parts = actor_loss(cfg, spaces, img, retnorm)
+    losses["actor"], retnorm, parts = actor_loss(cfg, spaces, img, retnorm, data_axis)
     losses["critic"] = critic_loss(cfg, img)
     replay_ret = boot = None
     if cfg.replay_critic_loss:
@@ -767,7 +769,8 @@ def split_context(cfg: AgentConfig, spaces: Spaces, batch: dict):
     return carry, data
 
 
-def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key):
+def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key,
+           data_axis: str | None = None):
     """One train step (Agent.train): loss, gradients, optimiser, slow critic.
 
     batch (`batch_specs`): obs {name: [B, 1+T, *shape]}, action, reward, is_first,
@@ -776,25 +779,40 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
     Returns (state, outs, metrics); outs['replay'] holds the posterior latents of rows 1..T
     for write-back ({deter [B, T, D], stoch [B, T, S] int32}) and outs['carry'] the final
     posterior carry.
+
+    data_axis: None for an update on one device; else the name of the mapped axis
+    (shard_map) that splits the global batch into equal shards, one per device, each
+    calling `update` on its own shard with the same state and its own key: the
+    gradients are averaged over the axis before the optimiser and the return
+    normaliser sees every shard's returns, as the reference's data-parallel train step
+    (jaxutils.py:338,499 @29eb964; embodied/jax/opt.py:52-54 @e3f0224). The state stays
+    the same on every shard; the loss, metrics and outs are the shard's own.
     """
-    return apply_gradients(state, cfg, *gradients(state, cfg, spaces, batch, key))
+    return apply_gradients(state, cfg, *gradients(state, cfg, spaces, batch, key, data_axis),
+                           data_axis=data_axis)
 
 
-def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key):
+def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key,
+              data_axis: str | None = None):
     """The loss of `update`'s batch and its gradients: (total, aux, grads), grads with the
-    structure of state.params; aux as `loss_fn` returns it."""
+    structure of state.params; aux as `loss_fn` returns it. The gradients are this
+    shard's own (averaged in `apply_gradients`)."""
     carry, data = split_context(cfg, spaces, batch)
 
     def lossf(params):
-        return loss_fn(params, state.slow, state.retnorm, cfg, spaces, data, carry, key)
+        return loss_fn(params, state.slow, state.retnorm, cfg, spaces, data, carry, key,
+                       data_axis)
 
     (total, aux), grads = jax.value_and_grad(lossf, has_aux=True)(state.params)
     return total, aux, grads
 
 
-def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads):
+def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads,
+                    data_axis: str | None = None):
     """The rest of `update` from `gradients`' results: optimiser, slow critic, metrics and
     the posterior latents. Returns (state, outs, metrics) as `update`."""
+    if data_axis is not None:
+        grads = jax.tree.map(lambda g: jax.lax.pmean(g, data_axis), grads)
     opt = optimizer(cfg)
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

@@ -29,13 +29,20 @@ def retnorm_init() -> RetNormState:
     return RetNormState(low=jnp.zeros((), f32), high=jnp.zeros((), f32))
 
 
-def retnorm_update(state: RetNormState, x: jax.Array, cfg: RetNormConfig) -> RetNormState:
+def retnorm_update(state: RetNormState, x: jax.Array, cfg: RetNormConfig,
+                   data_axis: str | None = None) -> RetNormState:
     """Move the EMAs towards this batch's percentiles (jaxutils.py:356-359).
 
     x: returns of any shape (`[N, H]`); no gradient flows into the state.
     Percentiles are jnp.percentile's default (linear interpolation) over all elements.
+    data_axis: the mapped axis the batch is split over (data-parallel updates): the
+    percentiles are those of every shard's returns gathered, as the reference's
+    all_gather over its train devices (jaxutils.py:338 @29eb964), so every shard moves
+    the same state by the whole batch.
     """
     x = jax.lax.stop_gradient(x.astype(f32))
+    if data_axis is not None:
+        x = jax.lax.all_gather(x, data_axis)
     low = jnp.percentile(x, cfg.perclo)
     high = jnp.percentile(x, cfg.perchi)
     rate = cfg.rate

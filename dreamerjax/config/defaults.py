@@ -228,6 +228,43 @@ class RunConfig:
     # protocol's record format asks; `dreamerjax train --protocol`. Off: a plain run writes
     # none of them, and `dreamerjax compare` derives what it needs from the run's files.
     protocol: bool = False
+    # jax.train_devices (configs.yaml:31 @29eb964): the devices that train one seed's
+    # agent data-parallel, numbered within the seed's group of devices (so 0 ... N-1):
+    # each takes num_envs / N of the seed's envs and replay and batch_size / N of its
+    # batch; gradients are averaged over them (docs/scaling.md). `--data-devices N`.
+    train_devices: tuple[int, ...] = (0,)
+    # jax.train_mesh (embodied/jax/agent.py:27 @e3f0224): HEAD's 'd,f,t' shape of the
+    # train devices (data, FSDP, tensor; one -1 takes the rest). HEAD's DreamerV3 agent
+    # has no partition rules, so 'f' splits the batch as 'd' does; 't' must be 1.
+    train_mesh: str = "-1,1,1"
+
+
+def data_devices(run: RunConfig) -> int:
+    """Devices one seed's agent trains on (len(jax.train_devices))."""
+    return len(run.train_devices)
+
+
+def mesh_shape(run: RunConfig) -> tuple[int, int, int]:
+    """jax.train_mesh resolved over the train devices: (d, f, t). ValueError naming the
+    key when it does not parse or does not fit."""
+    n = data_devices(run)
+    try:
+        shape = [int(x) for x in run.train_mesh.split(",")]
+    except ValueError:
+        raise ValueError(f"jax.train_mesh: expects three integers 'd,f,t', got "
+                         f"{run.train_mesh!r}") from None
+    if len(shape) != 3 or shape.count(-1) > 1 or any(x == 0 or x < -1 for x in shape):
+        raise ValueError(f"jax.train_mesh: expects three positive integers 'd,f,t' (one "
+                         f"may be -1), got {run.train_mesh!r}")
+    known = math.prod(x for x in shape if x != -1)
+    if n % known:
+        raise ValueError(f"jax.train_mesh: {run.train_mesh!r} does not divide the {n} "
+                         "train devices (jax.train_devices)")
+    shape = [n // known if x == -1 else x for x in shape]
+    if math.prod(shape) != n:
+        raise ValueError(f"jax.train_mesh: {run.train_mesh!r} holds {math.prod(shape)} "
+                         f"devices, jax.train_devices {n}")
+    return tuple(shape)
 
 
 # agent.twohot_mean values: the summations algo/numerics.py implements (its dict of them

@@ -49,6 +49,7 @@ from dreamerjax.config.defaults import (
     Config,
     agent_config,
     from_dict,
+    mesh_shape,
     replay_rows_per_env,
     tiny_agent_config,
 )
@@ -133,6 +134,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "actent": "agent.actent",  # :144
     "slowreg": "agent.slowreg",  # :145
     "jax.compute_dtype": "agent.compute_dtype",  # :24; ours defaults to float32
+    "jax.train_devices": "run.train_devices",  # :31
     # The reference's HEAD (configs.yaml:23-24 at e3f0224); 29eb964 has only a top-level
     # `filter` and a fixed set of outputs (dreamerv3/main.py:147-159).
     "logger.outputs": "logger.outputs",
@@ -147,6 +149,8 @@ OUR_KEYS: dict[str, str] = {
     "run.report_every_logs": "run.report_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
+    # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.
+    "jax.train_mesh": "run.train_mesh",
     "run.protocol": "run.protocol",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
     "twohot_mean": "agent.twohot_mean",
@@ -260,8 +264,9 @@ REFUSED: dict[str, str] = {
     "jax.platform": "JAX picks its backend (set JAX_PLATFORMS)",
     "jax.jit": "training is always compiled",
     "jax.prealloc": "set XLA_PYTHON_CLIENT_PREALLOCATE",
-    "jax.policy_devices": "--devices shards the seed axis",
-    "jax.train_devices": "--devices shards the seed axis",
+    "jax.policy_devices": ("the policy acts on each seed's train devices, its envs split "
+                           "across them (jax.train_devices)"),
+    "jax.policy_mesh": "the policy acts on the train mesh's devices (jax.train_mesh)",
     **{f"jax.{k}": "a JAX runtime option of the reference's driver"
        for k in ("checks", "logical_cpus", "debug", "sync_every", "profiler",
                  "transfer_guard", "assert_num_devices", "fetch_policy_carry",
@@ -326,7 +331,11 @@ FLAG_KEYS: dict[str, str] = {
     "reference": "reference",
     "cnn_mults": r"(enc|dec)\.simple\.mults",
     "cnn_minres": r"(enc|dec)\.simple\.minres",
+    "data_devices": "jax.train_devices",
 }
+
+# CLI fields whose value is spelled otherwise than their key's: field -> the key's value.
+FLAG_VALUES = {"data_devices": lambda n: list(range(n)) if n > 0 else [n]}
 
 
 # ---------------------------------------------------------------------------------------
@@ -833,6 +842,7 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             continue
         label = f"--{name.replace('_', '-')}"
         _check_flag_version(FLAG_KEYS[name], label, reference)
+        value = FLAG_VALUES.get(name, lambda v: v)(value)
         _apply(flat, origin, {FLAG_KEYS[name]: value}, label, full=True)
         layers.append(label)
     config = from_dotted(flat)
@@ -926,6 +936,29 @@ def validate(config: Config) -> None:
     _check_model_and_batch(flat, config)
     _check_env_sections(flat)
     _check_choices(flat)
+    _check_train_devices(flat, config)
+
+
+def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
+    """The data-parallel devices of a seed: numbered 0 ... N-1, splitting its envs and its
+    batch evenly; HEAD's mesh shape fits them and has no tensor axis."""
+    devices = list(flat["jax.train_devices"])
+    n = len(devices)
+    if devices != list(range(n)):
+        raise ConfigError(f"jax.train_devices: expects the devices 0 ... N-1 of a seed's "
+                          f"group (as --data-devices N sets), got {devices}")
+    for key in ("run.num_envs", "batch_size"):
+        if flat[key] % n:
+            raise ConfigError(f"{key}: {flat[key]} cannot be split evenly over the {n} "
+                              "train devices (jax.train_devices)")
+    try:
+        _, _, tensor = mesh_shape(config.run)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if tensor != 1:
+        raise ConfigError("jax.train_mesh: the tensor axis 't' must be 1: HEAD shards no "
+                          "DreamerV3 parameter over it (its agent has no partition rules), "
+                          "so it would only repeat the work")
 
 
 def _check_ranges(flat: dict[str, Any]) -> None:

@@ -67,7 +67,8 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
 # Internal keys spelled the same at HEAD.
 SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
-          "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel")
+          "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
+          "jax.train_devices")
 
 _ONE = "only this value is implemented"
 _NET = ("agent.dyn.rssm", "agent.enc.simple", "agent.dec.simple", "agent.rewhead",

@@ -22,6 +22,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import (
     Config,
     RunConfig,
+    data_devices,
     replay_rows_per_env,
 )
 from dreamerjax.data import metric_window, schema
@@ -29,6 +30,11 @@ from dreamerjax.data import replay as replay_lib
 from dreamerjax.data import schedule as schedule_lib
 
 f32 = jnp.float32
+
+# The mesh axis over which one seed's agent trains data-parallel (jax.train_devices): each
+# device of it holds num_envs / N of the seed's envs and its replay rows, and samples
+# batch_size / N of each batch from them.
+DATA_AXIS = "data"
 
 
 @flax.struct.dataclass
@@ -129,7 +135,34 @@ def example_batch(setup: Setup) -> dict:
 # and the chunk calls the same jitted function, whose trace JAX keeps for the same static
 # (config, spaces) and argument shapes. inline=True puts its ops into the chunk as they are
 # (the chunk's program text is unchanged: no call boundary).
-_update = jax.jit(agent_lib.update, static_argnums=(1, 2), inline=True)
+_update = jax.jit(agent_lib.update, static_argnums=(1, 2, 5), inline=True)
+
+
+def data_axis(setup: Setup) -> str | None:
+    """DATA_AXIS when a seed trains on several devices, else None (one device: the
+    functions below are then the single-device ones, key for key)."""
+    return DATA_AXIS if data_devices(setup.run) > 1 else None
+
+
+def shard_key(key: jax.Array, axis: str | None) -> jax.Array:
+    """This data shard's own key (its envs and its part of the batch draw their own
+    numbers, as each of the reference's train devices gets its own seed,
+    jaxagent.py:391-394 @29eb964); the key itself on one device."""
+    return key if axis is None else jax.random.fold_in(key, jax.lax.axis_index(axis))
+
+
+def shard_batch_size(setup: Setup) -> int:
+    """Sequences of a batch that one data shard samples and trains on."""
+    return setup.run.batch_size // data_devices(setup.run)
+
+
+def reduce_metrics(mets: dict, axis: str | None) -> dict:
+    """The update metrics of every data shard averaged: means over the whole batch (the
+    shards are equal in size); integer counters are the same on every shard."""
+    if axis is None:
+        return mets
+    return {k: jax.lax.pmean(v, axis) if jnp.issubdtype(v.dtype, jnp.floating) else v
+            for k, v in mets.items()}
 
 
 def metric_names(setup: Setup) -> tuple[str, ...]:
@@ -137,7 +170,7 @@ def metric_names(setup: Setup) -> tuple[str, ...]:
     state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
                            jax.random.PRNGKey(0))
     _, _, mets = jax.eval_shape(_update, state, setup.config.agent, setup.spaces,
-                                example_batch(setup), jax.random.PRNGKey(0))
+                                example_batch(setup), jax.random.PRNGKey(0), None)
     return tuple(sorted(mets))
 
 
@@ -182,8 +215,10 @@ def act_and_store(setup: Setup, s: SeedState):
     """Policy on the current rows, store them in the replay, step the envs.
     Returns (state, episode ends [num_envs])."""
     key, k_pol, k_env = jax.random.split(s.key, 3)
+    axis = data_axis(setup)
     stored, carry, env, new_row, ends = act_and_step(
-        setup, s.agent.params, s.carry, s.row, s.env, k_pol, k_env)
+        setup, s.agent.params, s.carry, s.row, s.env, shard_key(k_pol, axis),
+        shard_key(k_env, axis))
     replay = replay_lib.replay_add(s.replay, stored)
     return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
 
@@ -216,12 +251,16 @@ def over_seeds(setup: Setup, fn, *args):
 
 
 def train_once(setup: Setup, s: SeedState) -> SeedState:
-    """Sample a batch (online queue first), update, write the latents back."""
-    run, cfg = setup.run, setup.config.agent
+    """Sample a batch (online queue first), update, write the latents back. Under
+    data_axis each shard samples its part of the batch from its own envs' replay (a
+    batch stratified by env shard) and writes its own latents back."""
+    cfg, axis = setup.config.agent, data_axis(setup)
     key, k_sample, k_update = jax.random.split(s.key, 3)
     replay, batch, index = replay_lib.replay_sample(
-        s.replay, k_sample, run.batch_size, setup.window_length)
-    agent_state, outs, mets = _update(s.agent, cfg, setup.spaces, batch, k_update)
+        s.replay, shard_key(k_sample, axis), shard_batch_size(setup), setup.window_length)
+    agent_state, outs, mets = _update(s.agent, cfg, setup.spaces, batch,
+                                      shard_key(k_update, axis), axis)
+    mets = reduce_metrics(mets, axis)
     replay = replay_lib.replay_write_latents(
         replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
     ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])

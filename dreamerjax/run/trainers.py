@@ -28,11 +28,13 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.config.defaults import data_devices
 from dreamerjax.envs.host import base as host_lib
 from dreamerjax.run import host_loop
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run.loop import SeedState, Setup
 
+P = jax.sharding.PartitionSpec
 EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
 
 
@@ -69,15 +71,43 @@ def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
 
 def seed_sharding(devices: int, num_seeds: int):
     """NamedSharding of the seed axis over `devices` devices (None for one)."""
-    if devices <= 1:
+    mesh = run_mesh(devices, 1, num_seeds)
+    return None if mesh is None else jax.sharding.NamedSharding(mesh, P("seed"))
+
+
+def run_mesh(devices: int, data: int, num_seeds: int):
+    """The run's devices as a mesh: `devices` groups of seeds ('seed') x `data` devices
+    per seed ('data', loop.DATA_AXIS; only when > 1). None for one device."""
+    if devices * data <= 1:
         return None
     avail = jax.devices()
-    if devices > len(avail):
-        raise ValueError(f"--devices {devices} but only {len(avail)} JAX devices are visible")
+    if devices * data > len(avail):
+        need = f"--devices {devices}" + (f" x --data-devices {data}" if data > 1 else "")
+        raise ValueError(f"{need} needs {devices * data} devices but only {len(avail)} JAX "
+                         "devices are visible")
     if num_seeds % devices:
         raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
-    mesh = jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("seed"))
+    if data == 1:
+        return jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
+    grid = np.array(avail[:devices * data]).reshape(devices, data)
+    return jax.sharding.Mesh(grid, ("seed", train_lib.DATA_AXIS))
+
+
+def state_specs(states: SeedState, data: bool) -> SeedState:
+    """The PartitionSpec of every leaf of the run's state: the seed axis over 'seed'; with
+    data-parallel seeds the envs' axis of the env states, rows, policy carries and replay
+    over 'data' too (each data device keeps its own envs and their replay rows)."""
+    seed = P("seed")
+    env = P("seed", train_lib.DATA_AXIS) if data else seed
+    specs = jax.tree.map(lambda _: seed, states)
+
+    def on_envs(tree):
+        return jax.tree.map(lambda _: env, tree)
+
+    replay = specs.replay.replace(data=on_envs(states.replay.data),
+                                  count=on_envs(states.replay.count))
+    return specs.replace(env=on_envs(states.env), row=on_envs(states.row),
+                         carry=on_envs(states.carry), replay=replay)
 
 
 def to_host(tree):
@@ -101,6 +131,8 @@ class _Shared:
     setup: Setup
     seeds: tuple[int, ...]
     devices: int = 1
+    mesh: jax.sharding.Mesh | None = dataclasses.field(default=None, init=False)
+    specs: SeedState | None = dataclasses.field(default=None, init=False)
 
     def _prepare(self, setup: Setup) -> None:
         self.setup = setup
@@ -125,13 +157,19 @@ class _Shared:
         return np.asarray(self.updates_due[log_index * t:(log_index + 1) * t])
 
     def state_sharding(self):
-        """Where the run's state lives: the seed axis over the devices, or the one device.
+        """Where the run's state lives: the seed axis over the devices (with data-parallel
+        seeds a sharding per leaf: the envs' axis also over a seed's data devices), or the
+        one device.
 
         The state is placed there explicitly, fresh or restored from a checkpoint: a
         computation's inputs that are placed lower to a program annotated with their
         sharding, unplaced ones to another, so a fresh and a resumed run would compile two
         programs (and a resume could not load its chunk from the compilation cache)."""
-        return self.sharding or jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        if self.mesh is None:
+            return jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        if self.specs is None:
+            return jax.sharding.NamedSharding(self.mesh, P("seed"))
+        return jax.tree.map(lambda sp: jax.sharding.NamedSharding(self.mesh, sp), self.specs)
 
     def init(self) -> SeedState:
         return jax.device_put(self._init(self._keys()), self.state_sharding())
@@ -141,8 +179,11 @@ class _Shared:
         the restore target."""
         shapes = jax.eval_shape(self._init_fn, self._keys())
         sharding = self.state_sharding()
+        if isinstance(sharding, jax.sharding.Sharding):
+            sharding = jax.tree.map(lambda _: sharding, shapes)
         return jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes)
+            lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes,
+            sharding)
 
     def report(self, states: SeedState, log_index: int) -> dict:
         """The open-loop report (report.openl) of the first seed, from its replay."""
@@ -162,28 +203,23 @@ class CompiledTrainer(_Shared):
     inside the chunk."""
 
     def __post_init__(self):
-        if self.devices > 1 and self.setup.run.seed_loop in ("map", "threads"):
+        data = data_devices(self.setup.run)
+        if (self.devices > 1 or data > 1) and self.setup.run.seed_loop in ("map", "threads"):
             raise ValueError(f"run.seed_loop={self.setup.run.seed_loop} runs every seed on "
-                             "one device; with --devices N use vmap or auto")
+                             "one device; with --devices N or --data-devices N use vmap or "
+                             "auto")
         # Resolved once here: seeds sharded over devices are vmapped on each.
-        how = "vmap" if self.devices > 1 else train_lib.seed_loop(self.setup)
+        how = "vmap" if self.devices > 1 or data > 1 else train_lib.seed_loop(self.setup)
         setup = train_lib.with_run(self.setup, seed_loop=how)
         self._prepare(setup)
-        self.sharding = seed_sharding(self.devices, len(self.seeds))
+        self.mesh = run_mesh(self.devices, data, len(self.seeds))
         names = self.metric_names
         self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
+        if data > 1:
+            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True)
+        self.sharding = self.state_sharding() if self.mesh is not None else None
         self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
-        # Pin the seed axis of the chunk's state (and of the episode ends [ticks, seeds,
-        # envs]) to the mesh, so every device keeps its own seeds through the whole chunk.
-        shard = {}
-        if self.sharding is not None:
-            mesh, spec = self.sharding.mesh, jax.sharding.PartitionSpec
-            due_sh = jax.sharding.NamedSharding(mesh, spec())  # replicated
-            ends_sh = jax.sharding.NamedSharding(mesh, spec(None, "seed"))
-            shard = {"in_shardings": (self.sharding, due_sh),
-                     "out_shardings": (self.sharding, ends_sh)}
-        self._chunk = jax.jit(lambda st, due: train_lib.run_chunk(setup, st, due),
-                              donate_argnums=0, **shard)
+        self._chunk = self._chunk_program(setup)
         self._eval = jax.jit(self._eval_fn, static_argnums=2)
         # run.seed_loop threads: the chunk is the 1-seed program, run once per seed on host
         # threads; the seeds' states are split before and joined after (two small programs).
@@ -194,6 +230,29 @@ class CompiledTrainer(_Shared):
         self._join = jax.jit(lambda outs: (
             jax.tree.map(lambda *a: jnp.concatenate(a), *[o[0] for o in outs]),
             jax.tree.map(lambda *a: jnp.concatenate(a, 1), *[o[1] for o in outs])))
+
+    def _chunk_program(self, setup: Setup):
+        """jit(run_chunk) over a log interval, its state donated. Seeds over devices: the
+        seed axis of the state (and of the episode ends [ticks, seeds, envs]) pinned to the
+        mesh, so every device keeps its own seeds through the whole chunk. Data-parallel
+        seeds: run_chunk runs per device (shard_map) on its envs, replay and part of each
+        batch, and the update averages the gradients over the data axis."""
+        def chunk(st, due):
+            return train_lib.run_chunk(setup, st, due)
+
+        if self.mesh is None:
+            return jax.jit(chunk, donate_argnums=0)
+        if self.specs is None:
+            due_sh = jax.sharding.NamedSharding(self.mesh, P())  # replicated
+            ends_sh = jax.sharding.NamedSharding(self.mesh, P(None, "seed"))
+            return jax.jit(chunk, donate_argnums=0, in_shardings=(self.sharding, due_sh),
+                           out_shardings=(self.sharding, ends_sh))
+        # check_vma off: the state's agent, key and counters are the same on every data
+        # device (the averaged gradients make them so), which JAX cannot prove.
+        mapped = jax.shard_map(chunk, mesh=self.mesh, in_specs=(self.specs, P()),
+                               out_specs=(self.specs, P(None, "seed", train_lib.DATA_AXIS)),
+                               check_vma=False)
+        return jax.jit(mapped, donate_argnums=0)
 
     def chunk_input(self, states: SeedState) -> SeedState:
         """The state one chunk program takes (abstract): every seed's, or under run.seed_loop
@@ -210,14 +269,15 @@ class CompiledTrainer(_Shared):
         would be reduced over the sharded seed axis, a collective that also makes every
         device play until the slowest seed's episodes end."""
         setup, eps = self.setup, self.setup.run.eval_episodes
-        if self.sharding is None:
+        if self.mesh is None:
             return train_lib.over_seeds(
                 setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
         fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
-        spec = jax.sharding.PartitionSpec("seed")
+        spec = P("seed")
         # check_vma off: the loop's carry starts from constants (device-invariant) and
-        # becomes per-device, which the varying-axes check refuses for loops.
-        return jax.shard_map(fn, mesh=self.sharding.mesh, in_specs=(spec, spec),
+        # becomes per-device, which the varying-axes check refuses for loops. A seed's data
+        # devices play its evaluation episodes alike (the same params and keys).
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=(spec, spec),
                              out_specs=spec, check_vma=False)(params, keys)
 
     def chunk(self, states: SeedState, log_index: int):
@@ -257,6 +317,8 @@ class HostTrainer(_Shared):
     def __post_init__(self):
         if self.devices != 1:
             raise ValueError("--devices: host environments run on one device")
+        if data_devices(self.setup.run) != 1:
+            raise ValueError("jax.train_devices: host environments train on one device")
         if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
             self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
         self._prepare(self.setup)
