@@ -714,6 +714,33 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
     return rows
 
 
+DATA_AXIS = "data"
+
+
+def data_parallel(fn: Callable, devices: int) -> Callable:
+    """fn(state, batch) -> (state, arrays) run as the reference's data-parallel train step
+    runs it (jaxagent.py:337-343 @29eb964): the batch split over `devices` devices along its
+    first axis, the state the same on each, fn called per device with DATA_AXIS bound.
+    Returns (the state, which every device holds alike, as device 0's; the arrays of every
+    device, stacked on a new leading axis [devices, ...])."""
+    from jax.sharding import PartitionSpec as P
+
+    if jax.device_count() < devices:
+        raise ValueError(f"a {devices}-device fixture needs {devices} JAX devices, "
+                         f"{jax.device_count()} are visible (on a CPU: XLA_FLAGS="
+                         f"--xla_force_host_platform_device_count={devices})")
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:devices]), (DATA_AXIS,))
+
+    def per_device(state, batch):
+        state, arrays = fn(state, batch)
+        return state, jax.tree.map(lambda x: jnp.asarray(x)[None], arrays)
+
+    # check_vma off: the averaged gradients keep the state alike on every device, which
+    # JAX cannot prove; out_specs P() then takes device 0's copy, as the reference's.
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P(DATA_AXIS)),
+                         out_specs=(P(), P(DATA_AXIS)), check_vma=False)
+
+
 def sign_undetermined(grad, spread) -> np.ndarray:
     """Gradient elements whose sign the two-hot draws could flip: |g| <= SPREAD_FACTOR x
     the draws' spread of g. Their first RMS step sign(g) * lr (and momentum 0.1 sign(g))
