@@ -2,12 +2,19 @@
 before building anything, returns a result whose policy acts in memory as the checkpoint's
 does, and `import dreamerjax` lists its public names."""
 
+import jax
+import numpy as np
 import pytest
 from _runs import small_config
 
 import dreamerjax
-from dreamerjax.run import driver
+from dreamerjax.run import driver, records
 from dreamerjax.run import lock as runlock
+from dreamerjax.run.policy import PolicyError
+
+# Two seeds, the second's value not its index (as tests/test_policy.py): the shared small
+# run's two-seed program (tests/_runs.py), to row 160, the first log point with updates.
+SEEDS = (0, 3)
 
 
 def _snapshot(root):
@@ -43,3 +50,48 @@ def test_train_refuses_a_used_directory_before_building_anything(tmp_path, monke
         dreamerjax.train(small_config(), (0,), str(a_file), progress=False,
                          compile_cache=False)
     assert a_file.read_text() == "x"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("api") / "run"
+    result = dreamerjax.train(small_config(steps=160), SEEDS, str(out), progress=False,
+                              compile_cache=False)
+    return out, result
+
+
+def _obs(spaces, batch: int, seed: int = 0) -> dict:
+    """A batch of observations of the run's spaces: {key: [batch, *shape]}, is_first."""
+    rng = np.random.default_rng(seed)
+    obs = {name: rng.normal(size=(batch, *shape)).astype(dtype)
+           for name, (shape, dtype) in spaces.obs_dict().items()}
+    return obs | {"is_first": np.array([True, False, True])[:batch]}
+
+
+def test_result_policy_acts_in_memory_as_the_checkpoint_does(tiny_run):
+    out, result = tiny_run
+    assert isinstance(result, driver.TrainResult)
+    # records: the list train returned before, as written to records.jsonl
+    assert [(r["seed"], r["rows"], r["updates"]) for r in result.records] == [
+        (0, 80, 0), (3, 80, 0), (0, 160, 15), (3, 160, 15)]
+    assert result.records == records.read_records(out)
+    assert sorted(result.params) == list(SEEDS) and result.seeds == SEEDS
+    obs = _obs(result.spaces, 3)
+    for seed in SEEDS:
+        disk = dreamerjax.load_policy(out, seed=seed)
+        # the final params are the last log point's checkpoint's, array for array
+        jax.tree.map(np.testing.assert_array_equal, result.params[seed], disk.params)
+        action, state = result.policy(obs, seed=seed)
+        want, want_state = disk.act(obs, disk.init(3))
+        assert action.shape == (3,)
+        np.testing.assert_array_equal(action, want)
+        # the returned state continues the episodes as the loaded policy's does
+        np.testing.assert_array_equal(result.policy(obs, seed=seed, state=state)[0],
+                                      disk.act(obs, want_state)[0])
+        key = jax.random.PRNGKey(11)
+        np.testing.assert_array_equal(
+            result.policy(obs, seed=seed, key=key, mode="mode")[0],
+            disk.act(obs, disk.init(3), key=key, mode="mode")[0])
+    assert result.make_policy().seed == SEEDS[0]  # the default: the first seed trained
+    with pytest.raises(PolicyError, match=r"seed 7 was not trained \(seeds \[0, 3\]\)"):
+        result.policy(obs, seed=7)

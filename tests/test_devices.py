@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent("""
     res = {"device_count": jax.device_count()}
     res["records_2"] = driver.train(cfg, (0, 1), os.path.join(out, "d2"), devices=2,
                                     progress=False, compile_cache=False,
-                                    callbacks=[ProtocolFields()])
+                                    callbacks=[ProtocolFields()]).records
 
     tr = driver.make_trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
     st = tr.init()

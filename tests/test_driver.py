@@ -27,7 +27,7 @@ TICK = 8  # rows per tick: one per env
 
 def _train(cfg, out, seeds=(0, 1), **kw):
     return driver.train(cfg, seeds, str(out), progress=False, compile_cache=False,
-                        callbacks=[ProtocolFields()], **kw)
+                        callbacks=[ProtocolFields()], **kw).records
 
 
 def _strip(recs):

@@ -26,7 +26,7 @@ def _cfg(env="gym_CartPole-v1"):
 def cartpole_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("host_cartpole"))
     recs = driver.train(_cfg(), (0, 1), out, progress=False, compile_cache=False,
-                        tensorboard=False)
+                        tensorboard=False).records
     return out, recs
 
 
@@ -148,7 +148,7 @@ def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra, re
         cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, **{suite: section}))
     out = str(tmp_path / "run")
     recs = driver.train(cfg, (0, 1), out, progress=False, compile_cache=False,
-                        tensorboard=False)
+                        tensorboard=False).records
     assert [r["rows"] for r in recs] == [160, 160, 320, 320]
     assert recs[-1]["updates"] > 0 and recs[-1]["updates"] == recs[-2]["updates"]
     assert all(len(r["eval_returns"]) == 1 for r in recs)

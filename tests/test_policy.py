@@ -26,7 +26,7 @@ def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "tiny"
     # The shared small run (tests/_runs.py; two seeds, the program of test_driver's whole
     # run): updates from row 160 on, checkpoints of its last two log points (rows 160, 240).
-    records = driver.train(small_config(), SEEDS, str(out), progress=False)
+    records = driver.train(small_config(), SEEDS, str(out), progress=False).records
     assert records[-1]["updates"] > 0
     return out
 

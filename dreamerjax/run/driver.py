@@ -106,6 +106,72 @@ class Callback(Protocol):
     def load_state_dict(self, state: Mapping) -> None: ...
 
 
+# ----------------------------------------------------------------------------- result
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What train() returns: brax's (make_policy, params, metrics) as one object.
+
+    records: the records.jsonl lines this call wrote, one dict per seed per log point.
+    params: each trained seed's agent parameters at the end of the call, {seed: nested
+        dict of numpy arrays} (the paths of docs/architecture.md, "Parameters and names";
+        no seed axis); at the last log point these are the ones its checkpoint holds.
+    config, seeds, out: the run's.
+    spaces: the agent's observation and action spaces (algo/agent.Spaces).
+
+    `policy(obs, seed=...)` acts in this process; `make_policy(seed)` is the Policy
+    (run/policy.py) that `load_policy(out, seed)` would read from the checkpoint.
+    """
+
+    records: list[dict]
+    params: Mapping[int, dict]
+    config: Config
+    seeds: tuple[int, ...]
+    out: str
+    spaces: agent_lib.Spaces = dataclasses.field(repr=False)
+    # One Policy per seed, made on first use: each holds its own jitted acting step.
+    _policies: dict = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                        compare=False)
+
+    def make_policy(self, seed: int | None = None):
+        """The Policy of seed `seed` (default: the first trained), from the parameters in
+        memory; the same object load_policy builds from a checkpoint."""
+        from dreamerjax.run.policy import Policy, PolicyError
+
+        seed = self.seeds[0] if seed is None else int(seed)
+        if seed not in self.params:
+            raise PolicyError(f"seed {seed} was not trained (seeds {list(self.seeds)})")
+        if seed not in self._policies:
+            self._policies[seed] = Policy(self.config, self.spaces, self.params[seed], seed,
+                                          source=f"train(out={self.out!r}) in memory")
+        return self._policies[seed]
+
+    def policy(self, obs: Any, seed: int | None = None, state: Mapping | None = None,
+               key: jax.Array | None = None, mode: str = "sample") -> tuple[jax.Array, dict]:
+        """One acting step of seed `seed`'s policy for a batch: obs {key: [B, *shape]} (as
+        Policy.act takes it, `is_first` [B] optional). Returns (action [B] int32 | [B, A]
+        float32, state); state None starts B fresh episodes (Policy.init: the key of the
+        seed), a returned state continues them."""
+        policy = self.make_policy(seed)
+        if state is None:
+            state = policy.init(_batch_size(obs))
+        return policy.act(obs, state, key=key, mode=mode)
+
+
+def _batch_size(obs: Any) -> int:
+    """B of a batch of observations (a dict of [B, ...] arrays, or one such array)."""
+    first = next(iter(obs.values())) if isinstance(obs, Mapping) else obs
+    return int(np.shape(first)[0])
+
+
+def _params_by_seed(params, seeds: tuple[int, ...]) -> dict[int, dict]:
+    """Stacked agent params [seeds, ...] (possibly sharded, on device) -> {seed: host
+    params}. Every process calls it (to_host gathers across processes)."""
+    host = to_host(params)
+    return {seed: jax.tree.map(lambda x, i=i: x[i], host) for i, seed in enumerate(seeds)}
+
+
 # ----------------------------------------------------------------------------- driver
 
 
@@ -417,8 +483,10 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int = 1, progress: bool = True, compile_cache: bool = True,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
-          malloc_trim: bool = False, stop: StopRequest | None = None) -> list[dict]:
-    """Run (or resume) a training run; returns the records written by this call.
+          malloc_trim: bool = False, stop: StopRequest | None = None) -> TrainResult:
+    """Run (or resume) a training run into `out` (a new or empty directory; resume=True
+    continues the run in it). Returns a TrainResult: the records written by this call,
+    every seed's final parameters and a policy that acts with them.
 
     callbacks: observers called at each log point, before its records are written.
     report: write the world model's open-loop report at each log point (viz/report.py).
@@ -452,7 +520,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config), report,
                  stop or StopRequest(), malloc_trim, host_time.Phases(), tuple(loggers))
     with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
-        written = _run(run, resume, loop)
+        written, params = _run(run, resume, loop)
     if run.primary:
         with loop.phases("plots"):
             records.plot_run(out)
@@ -460,7 +528,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
             print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
     outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
-    return written
+    return TrainResult(written, _params_by_seed(params, seeds), config, seeds, str(out),
+                       setup.spaces)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -477,8 +546,10 @@ class _Loop:
     loggers: tuple  # the W&B / MLflow outputs (run/outputs.py), also among the callbacks
 
 
-def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
-    """The log intervals of a train() call, from the start or the checkpoint resumed."""
+def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
+    """The log intervals of a train() call, from the start or the checkpoint resumed:
+    (the records written, the agent params [seeds, ...] at the end). Only the params are
+    returned, so the rest of the state (the replay) is freed with this frame."""
     found = _resume_point(run.out, run.primary) if resume else None
     positions = found[1].get("positions") if found else None
     if resume and found is None:
@@ -515,7 +586,7 @@ def _run(run: Run, resume: bool, loop: _Loop) -> list[dict]:
                           / max(time.time() - tick0, 1e-9), bar, loop.progress)
     if bar is not None:
         bar.close()
-    return written
+    return written, states.agent.params
 
 
 def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,

@@ -831,7 +831,7 @@ def train_command(args: TrainArgs) -> int:
     try:
         recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
                             compile_cache=not args.no_compile_cache, callbacks=callbacks,
-                            stop=stop, **process_options(args))
+                            stop=stop, **process_options(args)).records
     finally:
         _restore_signals(signals)
     if recs:
