@@ -1,5 +1,9 @@
 """dreamerjax: DreamerV3 in JAX, faithful to danijar/dreamerv3 @29eb964.
 
+    config = dreamerjax.make_config("CartPole-v1", steps=20000)
+    result = dreamerjax.train(config, seeds=(0, 1, 2), out="runs/cartpole")
+    action, state = result.policy(obs, seed=0)         # or dreamerjax.load_policy(out)
+
 Importing the package changes nothing in the process; the command line applies the XLA:CPU
 tuning of xla_tuning.py when it starts (Python users: call `xla_tuning.apply()` before
 JAX starts its backend).
@@ -7,10 +11,19 @@ JAX starts its backend).
 
 __version__ = "0.1.0"
 
+# The Python API: name -> the module that defines it. Each is imported on first use, so
+# that `import dreamerjax` stays light (no JAX until a name that needs it is used).
+_API = {
+    "train": "dreamerjax.run.driver",
+    "TrainResult": "dreamerjax.run.driver",
+    "Callback": "dreamerjax.run.driver",
+    "LogPoint": "dreamerjax.run.driver",
+    "StopRequest": "dreamerjax.run.driver",
+    "make_config": "dreamerjax.config.defaults",
+    "load_policy": "dreamerjax.run.policy",
+}
 
-# The Python API, imported on first use so that `import dreamerjax` stays light.
-_API = {"load_policy": "dreamerjax.run.policy", "make_config": "dreamerjax.config.defaults",
-        "train": "dreamerjax.run.driver"}
+__all__ = list(_API)
 
 
 def __getattr__(name: str):
@@ -19,3 +32,7 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'dreamerjax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

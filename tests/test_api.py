@@ -2,6 +2,9 @@
 before building anything, returns a result whose policy acts in memory as the checkpoint's
 does, and `import dreamerjax` lists its public names."""
 
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
@@ -70,7 +73,7 @@ def _obs(spaces, batch: int, seed: int = 0) -> dict:
 
 def test_result_policy_acts_in_memory_as_the_checkpoint_does(tiny_run):
     out, result = tiny_run
-    assert isinstance(result, driver.TrainResult)
+    assert isinstance(result, dreamerjax.TrainResult)
     # records: the list train returned before, as written to records.jsonl
     assert [(r["seed"], r["rows"], r["updates"]) for r in result.records] == [
         (0, 80, 0), (3, 80, 0), (0, 160, 15), (3, 160, 15)]
@@ -95,3 +98,18 @@ def test_result_policy_acts_in_memory_as_the_checkpoint_does(tiny_run):
     assert result.make_policy().seed == SEEDS[0]  # the default: the first seed trained
     with pytest.raises(PolicyError, match=r"seed 7 was not trained \(seeds \[0, 3\]\)"):
         result.policy(obs, seed=7)
+
+
+def test_the_package_lists_its_public_names_without_importing_jax():
+    public = {"train", "TrainResult", "make_config", "load_policy", "Callback", "LogPoint",
+              "StopRequest"}
+    assert public <= set(dir(dreamerjax)) and public <= set(dreamerjax.__all__)
+    assert dreamerjax.train is driver.train and dreamerjax.TrainResult is driver.TrainResult
+    assert dreamerjax.StopRequest is driver.StopRequest
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        dreamerjax.trian  # noqa: B018
+    # `import dreamerjax` and dir() stay light: JAX comes with the first name that needs it.
+    code = ("import sys, dreamerjax; names = dir(dreamerjax); "
+            "assert 'train' in names and 'TrainResult' in names, names; "
+            "assert 'jax' not in sys.modules, 'jax imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
