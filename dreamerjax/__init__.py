@@ -19,7 +19,8 @@ _API = {
     "Callback": "dreamerjax.run.driver",
     "LogPoint": "dreamerjax.run.driver",
     "StopRequest": "dreamerjax.run.driver",
-    "make_config": "dreamerjax.config.defaults",
+    "make_config": "dreamerjax.config.keys",
+    "Reference": "dreamerjax.config.defaults",
     "load_policy": "dreamerjax.run.policy",
 }
 

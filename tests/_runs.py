@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 
 from dreamerjax.config import keys
-from dreamerjax.config.defaults import HEAD_REF, make_config, with_cnn
+from dreamerjax.config.defaults import HEAD_REF, with_cnn
+from dreamerjax.config.keys import make_config
 
 SMALL_RUN = dict(num_envs=8, eval_every=80, eval_episodes=2, batch_size=4, batch_length=16,
                  train_ratio=32, replay_capacity=64)

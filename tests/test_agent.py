@@ -9,7 +9,8 @@ import pytest
 
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
-from dreamerjax.config.defaults import SIZES, agent_config, make_config, tiny_agent_config
+from dreamerjax.config.defaults import SIZES, agent_config, tiny_agent_config
+from dreamerjax.config.keys import make_config
 
 VEC = A.Spaces.vector(4, True, 2)
 IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
@@ -257,10 +258,10 @@ def test_twohot_mean_option_reaches_every_head_mean():
     from dreamerjax.algo import numerics
     from dreamerjax.config.defaults import from_dict
 
-    config = make_config("CartPole-v1", "1m", twohot_mean="pairsum")
+    config = make_config("CartPole-v1", size="1m", twohot_mean="pairsum")
     assert config.agent.twohot_mean == "pairsum"
     assert from_dict(config.to_dict()).agent.twohot_mean == "pairsum"
-    assert make_config("CartPole-v1", "1m").agent.twohot_mean == "exact"
+    assert make_config("CartPole-v1", size="1m").agent.twohot_mean == "exact"
     logits = jax.random.normal(jax.random.PRNGKey(0), (8, 255))
     bins = numerics.twohot_bins(255)
     for name, fn in numerics.TWOHOT_MEANS.items():

@@ -2,6 +2,7 @@
 before building anything, returns a result whose policy acts in memory as the checkpoint's
 does, and `import dreamerjax` lists its public names."""
 
+import re
 import subprocess
 import sys
 
@@ -102,7 +103,7 @@ def test_result_policy_acts_in_memory_as_the_checkpoint_does(tiny_run):
 
 def test_the_package_lists_its_public_names_without_importing_jax():
     public = {"train", "TrainResult", "make_config", "load_policy", "Callback", "LogPoint",
-              "StopRequest"}
+              "StopRequest", "Reference"}
     assert public <= set(dir(dreamerjax)) and public <= set(dreamerjax.__all__)
     assert dreamerjax.train is driver.train and dreamerjax.TrainResult is driver.TrainResult
     assert dreamerjax.StopRequest is driver.StopRequest
@@ -113,3 +114,45 @@ def test_the_package_lists_its_public_names_without_importing_jax():
             "assert 'train' in names and 'TrainResult' in names, names; "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_make_config_resolves_as_dreamerjax_info(capsys):
+    """make_config's layers are the command line's (defaults < configs < sets < flags):
+    the 12m model with opt.lr 1e-4 has the parameter count and learning rate `dreamerjax
+    info` prints for the same arguments (counted by the function info uses)."""
+    from dreamerjax.tools import cli
+
+    config = dreamerjax.make_config("CartPole-v1", configs=["size12m"], sets=["opt.lr=1e-4"])
+    argv = ["info", "--configs", "size12m", "--set", "opt.lr=1e-4", "--env", "CartPole-v1"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    total = re.search(r"^Optimised variables: ([\d,]+)$", printed, re.M).group(1)
+    lr = re.search(r"^ +opt\.lr +(\S+) +\[--set opt\.lr=1e-4\]$", printed, re.M).group(1)
+    assert driver.describe(config)["total"] == int(total.replace(",", ""))
+    assert config.agent.opt.lr == float(lr) == 1e-4
+    assert config == cli.config_from_args(cli.parse(argv).validate())
+
+
+def test_make_config_layers_errors_and_versions():
+    from dreamerjax.config.keys import ConfigError, resolve
+
+    make = dreamerjax.make_config
+    # a --set after --configs, a flag after --set, --size after --configs
+    assert make(configs=["size12m"], sets=["dyn.rssm.deter=1024"]).agent.rssm.deter == 1024
+    assert make(sets=["run.steps=4000"], steps=8000).run.steps == 8000
+    assert make(configs=["size12m"], size="1m").size == "1m"
+    # run fields the command line has no flag for take the field's value
+    assert make(tiny=True, batch_length=16, replay_capacity=64).run.batch_length == 16
+    with pytest.raises(ConfigError, match="--configs size13m: unknown config name"):
+        make(configs=["size13m"])
+    with pytest.raises(ConfigError, match="opt.lr"):
+        make(sets=["opt.lr=fast"])
+    with pytest.raises(TypeError, match="unknown field 'learning_rate'"):
+        make(learning_rate=1e-4)
+    # The version: a Reference or its string, one place for agent and env defaults.
+    head = make("CartPole-v1", reference=dreamerjax.Reference.E3F0224)
+    assert head == make("CartPole-v1", reference="e3f0224") == resolve(reference="e3f0224")[0]
+    assert head.agent.reference == "e3f0224" and type(head.agent.reference) is str
+    assert head.env.dmc.repeat == 1 and make().env.dmc.repeat != 1  # HEAD's env defaults
+    with pytest.raises(ConfigError, match="reference 'v3'; choose one of 29eb964, e3f0224"):
+        make(reference="v3")

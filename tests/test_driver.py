@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from _runs import STEPS, small_config
 
-from dreamerjax.config.defaults import make_config
+from dreamerjax.config.keys import make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.protocol.fields import ProtocolFields

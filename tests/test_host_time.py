@@ -9,7 +9,7 @@ import pytest
 from _runs import small_config
 
 from dreamerjax.config import keys as C
-from dreamerjax.config.defaults import make_config
+from dreamerjax.config.keys import make_config
 from dreamerjax.run import driver, host_time, records
 from dreamerjax.viz import report
 

@@ -9,6 +9,7 @@ time: `dataclasses.replace` makes a new config.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 from dataclasses import dataclass, field
@@ -19,6 +20,15 @@ from dataclasses import dataclass, field
 REF_29EB964 = "29eb964"
 HEAD_REF = "e3f0224"
 REFERENCES = (REF_29EB964, HEAD_REF)
+
+
+class Reference(enum.StrEnum):
+    """The reference versions by name, for the Python API (`make_config(reference=...)`).
+    A config holds the plain string (agent.reference), so a member and its string are
+    interchangeable wherever a version is given."""
+
+    V29EB964 = REF_29EB964
+    E3F0224 = HEAD_REF
 
 
 @dataclass(frozen=True)
@@ -504,18 +514,6 @@ def tiny_agent_config(**overrides) -> AgentConfig:
     """The tiny config (TINY): deter 64, hidden 16, classes 4, stoch 4, units 16, CNN depth 4."""
     return dataclasses.replace(_resized(**TINY), **overrides)
 
-
-
-def make_config(env: str = "CartPole-v1", size: str = "1m", tiny: bool = False,
-                cnn_mults: tuple[int, ...] | None = None, cnn_minres: int | None = None,
-                twohot_mean: str | None = None, **run_overrides) -> Config:
-    """A Config from the common run options (the Python API's shorthand)."""
-    acfg = tiny_agent_config() if tiny else agent_config(size)
-    acfg = with_cnn(acfg, cnn_mults, cnn_minres)
-    if twohot_mean is not None:
-        acfg = dataclasses.replace(acfg, twohot_mean=twohot_mean)
-    run = dataclasses.replace(RunConfig(env=env), **run_overrides)
-    return Config(agent=acfg, run=run, size="tiny" if tiny else size)
 
 
 def replay_rows_per_env(run: RunConfig) -> int:

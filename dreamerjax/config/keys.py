@@ -47,6 +47,7 @@ from dreamerjax.config.defaults import (
     TWOHOT_MEANS,
     AgentConfig,
     Config,
+    RunConfig,
     agent_config,
     from_dict,
     mesh_shape,
@@ -798,11 +799,14 @@ def rewrite_key_flags(argv: Sequence[str], own: Iterable[str]) -> list[str]:
 
 def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             config_file: str | Path | None = None,
+            run_fields: Mapping[str, Any] | None = None,
             **cli_fields: Any) -> tuple[Config, Provenance]:
     """The run's Config from the layers (module docstring), validated.
 
     cli_fields are the CLI's explicit flags by field name (FLAG_KEYS, plus `size` and
     `tiny`, which append the named configs size<S> / tiny); None means not given.
+    run_fields: RunConfig fields by name, set after the flags (make_config's fields that
+    have no flag), so that the config is validated whole.
     """
     file_keys = load_file(config_file) if config_file is not None else {}
     reference, ref_label = _chosen_reference(file_keys, sets, cli_fields.pop("reference", None))
@@ -846,6 +850,8 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         _apply(flat, origin, {FLAG_KEYS[name]: value}, label, full=True)
         layers.append(label)
     config = from_dotted(flat)
+    if run_fields:
+        config = dataclasses.replace(config, run=dataclasses.replace(config.run, **run_fields))
     validate(config)
     return config, Provenance(tuple(layers), origin)
 
@@ -903,6 +909,38 @@ def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
     _apply(flat, dict.fromkeys(flat, "defaults"), flatten(updates), label, full=True)
     config = from_dotted(flat)
     validate(config)
+    return config
+
+
+def make_config(env: str | None = None, *, size: str | None = None, tiny: bool = False,
+                configs: Sequence[str] = (), sets: Sequence[str] = (),
+                reference: str | None = None, **fields: Any) -> Config:
+    """The Config of a new run, resolved as `dreamerjax train` resolves its flags (resolve:
+    defaults < configs < sets < the flags), validated; ConfigError naming the key.
+
+        make_config("CartPole-v1", configs=["size12m"], sets=["opt.lr=1e-4"], steps=40000)
+
+    env: the task (--env; None: the defaults' or a named config's). size, tiny: the size
+    preset (--size, --tiny: named configs applied after `configs`; None and False: the
+    defaults' 1m or a named config's). configs: named configs (--configs), left to right.
+    sets: "key=value" items in the reference's dotted keys (--set), in order. reference:
+    the version (a Reference or its string; --reference); None is 29eb964 unless an item
+    of `sets` names one. fields: the command line's other flags by their field names
+    (steps, eval_every, eval_episodes, num_envs, train_ratio, checkpoint_every,
+    report_every, twohot_mean, cnn_mults, cnn_minres, ...: FLAG_KEYS) and any other
+    RunConfig field by name (batch_size, replay_capacity, seed_loop, ...), both last;
+    a RunConfig field takes the value as the field holds it (batch_length counts the
+    trained rows, the dotted key `batch_length` the context row too).
+    """
+    flags = {name: value for name, value in fields.items() if name in FLAG_KEYS}
+    run_fields = {name: value for name, value in fields.items() if name not in FLAG_KEYS}
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(run_fields) - known)
+    if unknown:
+        raise TypeError(f"make_config() got an unknown field {unknown[0]!r}: give a flag "
+                        f"({', '.join(FLAG_KEYS)}) or a RunConfig field")
+    config, _ = resolve(configs, sets, size=size, tiny=tiny, env=env, run_fields=run_fields,
+                        reference=None if reference is None else str(reference), **flags)
     return config
 
 
