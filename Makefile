@@ -38,7 +38,7 @@ test-slow: $(VENV)/.installed-dev
 	TEST_XLA=default $(BIN)/pytest -q -m slow $(XDIST)
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check dreamerjax tests benchmarks
+	$(BIN)/ruff check dreamerjax tests benchmarks examples
 
 clean-venv:
 	rm -rf $(VENV)

@@ -99,7 +99,7 @@ def _dot_dims(source: str):
 
 def group_of(row: dict) -> tuple[str, float]:
     """(group, FLOPs per execution) of a leaf row, for the summary table of
-    docs/performance.md. Groups by place (count per update) and kind; once-per-update
+    results/bench/LOG.md. Groups by place (count per update) and kind; once-per-update
     matmuls by shape: K = 640 (deter + stoch features) into 64 units is the heads' first
     layer, 256-wide the two-hot heads' output layer (255 bins + 1 dropped)."""
     c = round(row["count_per_update"])

@@ -1,4 +1,4 @@
-"""docs/performance.md's compiled-suite table from `dreamerjax bench --env ID --out F.json`
+"""results/bench/LOG.md's compiled-suite table from `dreamerjax bench --env ID --out F.json`
 files (one per suite), read from one folder.
 
     python benchmarks/suites_table.py [results/bench/suites_20261201]

@@ -1,7 +1,7 @@
 """nets.conv2d: the CNN's convolutions with the kernel gradient written as an NHWC / HWIO
 convolution (XLA:CPU ran jax's own form in its naive emitter inside loops; the speed is
-benchmarks/conv_vmap.py's, docs/performance.md). Its forward and gradients equal jax's own
-(jax.lax.conv_general_dilated, jax.lax.conv_transpose) bitwise."""
+benchmarks/experiments/conv_vmap.py's, results/bench/LOG.md). Its forward and gradients
+equal jax's own (jax.lax.conv_general_dilated, jax.lax.conv_transpose) bitwise."""
 
 import jax
 import jax.numpy as jnp

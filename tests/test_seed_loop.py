@@ -1,7 +1,7 @@
 """run.seed_loop: seeds vmapped into one batched program, mapped one after another inside
 it, or (threads) each seed's chunk its own 1-seed program on a host thread. The mapped and
 threaded forms keep XLA:CPU off the grouped convolutions that vmapping per-seed CNN kernels
-produces (docs/performance.md), and each seed's numbers are its own either way (float32
+produces (results/bench/LOG.md), and each seed's numbers are its own either way (float32
 rounding apart between vmap and the others; threads and map bitwise alike)."""
 
 import jax

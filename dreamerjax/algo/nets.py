@@ -71,7 +71,7 @@ def init_block_linear(key, din: int, dout: int, groups: int, outscale=1.0, norm=
 # observe scan's 16 rows: per-op overhead dominates); from it on, as one plain matmul per
 # group (imagination's 1,024 rows: the einsum's output comes out group-major with the
 # rows minor, and every consumer pays a transposing copy that costs more than the
-# matmuls). Both compute the same products. Measured on 2 CPU cores, docs/performance.md.
+# matmuls). Both compute the same products. Measured on 2 CPU cores, results/bench/LOG.md.
 PER_GROUP_MIN_ROWS = 128
 
 
@@ -371,7 +371,7 @@ def conv2d(x, kernel, strides, padding, lhs_dilation):
     labels (the kernel's in/out swapped, the frames as features), which XLA:CPU rewrites
     into its fast (YNNPACK / Eigen) form only outside loops; inside the training chunk's
     scan and update loop they ran in XLA's naive emitter, the kernel gradient 10-30x
-    slower (docs/performance.md). The same sums in the layout XLA would have rewritten them
+    slower (results/bench/LOG.md). The same sums in the layout XLA would have rewritten them
     to: the gradients equal jax's bitwise (tests/test_nets_conv.py)."""
     return _conv_raw(x, kernel, strides, padding, lhs_dilation)
 

@@ -216,17 +216,17 @@ class RunConfig:
     checkpoint_every: int = 1  # log points between checkpoints
     # run.report_every_logs (ours): log points between open-loop reports (viz/report.py;
     # also the last log point's); 0: never. The default keeps the report a small part of
-    # a log interval (docs/performance.md, "What a log point costs on the host").
+    # a log interval (results/bench/LOG.md, "What a log point costs on the host").
     report_every: int = 1
     episode_limit: int = 0  # 0 = the environment's own limit
     # run.driver_parallel (configs.yaml:73, the reference's default True): host envs
     # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this
-    # process; no effect on compiled envs or on the results (docs/host_envs.md).
+    # process; no effect on compiled envs or on the results (docs/environments.md).
     driver_parallel: bool = False
     # run.seed_loop (ours): how the seeds of one program share it. "vmap": one batched
     # program (the accelerators' choice); "map": one seed after another inside the same
     # compiled program (lax.map), which on XLA:CPU keeps image models' convolutions off the
-    # naive emitter that vmapped (grouped) convolutions fall back to (docs/performance.md).
+    # naive emitter that vmapped (grouped) convolutions fall back to (results/bench/LOG.md).
     # "threads": each seed's chunk is a program of its own (the 1-seed program), the seeds'
     # programs run side by side on host threads (as many as CPU cores), so one seed's
     # serial stretches overlap another's work on a multi-core CPU; compiled envs only (host

@@ -2,10 +2,10 @@
 
 gymnax's package import runs `import seaborn` (gymnax/environments/misc/pong.py, for the
 colours of its render), and seaborn imports scipy.stats and pandas: about 90 MiB of RSS
-in every training process (docs/performance.md, "Memory"), for a module no training run
-touches. `defer("seaborn")` puts a stand-in into sys.modules that imports the real module
-the first time one of its attributes is read and then behaves as it; nothing is computed
-differently, only later.
+in every training process (results/bench/LOG.md, "Peak RSS of a training process"), for
+a module no training run touches. `defer("seaborn")` puts a stand-in into sys.modules
+that imports the real module the first time one of its attributes is read and then
+behaves as it; nothing is computed differently, only later.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def updates_per_tick(setup: Setup) -> np.ndarray:
     sched = schedule_lib.schedule_from_config(run, setup.config.agent.reference)
     ticks = np.arange(run.steps // run.num_envs)
     # One jitted program, not the vmap's ops one by one: 18 MiB less RSS for the whole
-    # run's 1,250 ticks (docs/performance.md, "Memory"); the same integers.
+    # run's 1,250 ticks (results/bench/LOG.md, "Peak RSS of a training process"); the same integers.
     owed = jax.jit(jax.vmap(lambda t: schedule_lib.updates_owed(sched, t)))
     return np.asarray(owed(ticks), np.int32)
 

@@ -3,11 +3,12 @@ loads them from the persistent compilation cache instead of compiling them.
 
 XLA's compile of the chunk (the update inside it) is the peak of a training process:
 for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs about
-350 MiB (docs/performance.md, "Memory"). A process never gives that peak back, so
-driver.train(precompile=True) first runs `python -m dreamerjax.run.precompile` in a child:
-the child builds the same trainer, lowers and compiles every jitted function of the run
-(init, chunk, evaluation, report) with the run's shapes and shardings into the persistent cache, and
-exits; the training process then finds each executable in the cache.
+350 MiB (results/bench/LOG.md, "Peak RSS of a training process"). A process never gives
+that peak back, so driver.train(precompile=True) first runs
+`python -m dreamerjax.run.precompile` in a child: the child builds the same trainer,
+lowers and compiles every jitted function of the run (init, chunk, evaluation, report)
+with the run's shapes and shardings into the persistent cache, and exits; the training
+process then finds each executable in the cache.
 
 Nothing it does can change a result: the parent runs the executables XLA compiled for
 the very same programs, and where anything differs (another flag, another jax config) the

@@ -3,7 +3,7 @@
 jaxlib 0.10's XLA:CPU hands reductions to YNNPACK fusions by default; for the update's
 reductions (RMSNorm statistics, two-hot sums over 255 bins, per-step bias gradients in
 the backward observe scan) XLA's own loop emitter is faster: one 1m CartPole update goes
-from ~0.66 to ~0.61 s (docs/performance.md). The option only changes which kernel runs
+from ~0.66 to ~0.61 s (results/bench/LOG.md). The option only changes which kernel runs
 a reduction, not what is computed (the parity checks pass with it on and off).
 
 XLA aborts the process on an option it does not know, so the option is added only for

@@ -1,8 +1,9 @@
 """`dreamerjax bench`: what one update of the 1m CartPole configuration costs on this machine.
 
-What is timed, all with the real functions of the training loop (train.py):
+What is timed, all with the real functions of the training loop (run/loop.py):
 
-- the update program: `jit(vmap(train_once))` over n seeds (sample a batch from the
+- the update program: `jit(over_seeds(train_once))` over n seeds (vmapped on accelerators,
+  one after another on a CPU) (sample a batch from the
   replay, one agent update, write the posterior latents back), the replay donated as in
   the training chunk. Its compile time is trace + lower + XLA compile, measured in a fresh
   subprocess against an empty persistent cache (cold) and again in a second fresh
@@ -63,7 +64,7 @@ MATMUL_N = 2048
 @dataclasses.dataclass(frozen=True)
 class Options:
     json: bool = False
-    seeds: tuple[int, ...] = (1, 3)  # numbers of vmapped seeds
+    seeds: tuple[int, ...] = (1, 3)  # numbers of seeds in one program (loop.over_seeds)
     updates: int = 50
     warmup: int = 3
     ticks: int = 100  # ticks of rows in the replay before timing (1,600 rows >= 1,040)
@@ -378,7 +379,7 @@ def run_bench(opts: Options) -> dict:
     setup = make_setup(opts.tiny, opts.set, opts.size)
     info = machine()
     timed = _time_seed_counts(setup, counts, opts)
-    # FLOPs of one seed's update (the programs are vmapped, so n seeds do n times this).
+    # FLOPs of one seed's update (n seeds in one program do n times this).
     flops_xla = float(timed["compiled_xla"]["flops"]) / counts[0]
     flops = unrolled_flops(setup)
     peak = matmul_peak()

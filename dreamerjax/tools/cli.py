@@ -50,10 +50,11 @@ _CONFIG_FLAGS = ("configs", "set", "config")
 
 @dataclass(frozen=True)
 class TrainArgs:
-    """Train DreamerV3 on one environment, all seeds batched into one compiled program."""
+    """Train DreamerV3 on one environment; the seeds share one compiled program."""
 
     env: _optional(str, "STR", DEFAULT_ENV) = None
-    """Environment id (gymnax), e.g. CartPole-v1."""
+    """Environment id SUITE_TASK (a bare id is a gymnax task), e.g. CartPole-v1,
+    gym_CartPole-v1, dmc_walker_walk; `dreamerjax envs` lists the suites."""
     size: _optional(str, "STR", DEFAULT_SIZE) = None
     """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m (the named config size<S>,
     applied after --configs)."""
@@ -70,7 +71,8 @@ class TrainArgs:
     seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
         metavar="INT [INT ...]",
         help_behavior_hint="(default: 0; with --resume: the checkpoint's)")] = None
-    """Seeds to train side by side (vmapped), e.g. --seeds 0 1 2."""
+    """Seeds to train in one compiled program (vmapped on accelerators, one host thread per
+    seed on a CPU: run.seed_loop auto), e.g. --seeds 0 1 2."""
     steps: _optional(int, "INT", RunConfig.steps, "may grow") = None
     """Env rows per seed, summed over its envs (the protocol's N)."""
     eval_every: _optional(int, "INT", RunConfig.eval_every) = None
@@ -265,7 +267,7 @@ class InfoArgs:
     """Print the resolved config and the parameter counts of each network."""
 
     env: _optional(str, "STR", DEFAULT_ENV) = None
-    """Environment id (gymnax)."""
+    """Environment id SUITE_TASK (as for train)."""
     size: _optional(str, "STR", DEFAULT_SIZE) = None
     """Model size preset: 1m, 12m, 25m, 50m, 100m, 200m, 400m."""
     configs: _Configs = ()
@@ -438,7 +440,8 @@ class BenchArgs:
     json: bool = False
     """Print one JSON object instead of a table."""
     seeds: tuple[int, ...] = (1, 3)
-    """Numbers of vmapped seeds to time, e.g. --seeds 1 3."""
+    """Numbers of seeds to time in one program (vmapped on accelerators, one after another
+    on a CPU), e.g. --seeds 1 3."""
     updates: int = 50
     """Timed updates per configuration (after compilation)."""
     warmup: int = 3
@@ -733,6 +736,11 @@ def _code(result: Any) -> int:
 
 
 # Resume: flags that may differ from the checkpoint's config, and how each is compared.
+# RESUMABLE_FLAGS is the list the docs quote (docs/getting-started.md, "Resume");
+# tests/test_docs_reference.py checks it against _resume_may_change() and the docs.
+RESUMABLE_FLAGS = ("--steps", "--checkpoint-every", "--report-every", "--driver-parallel")
+
+
 def _resume_may_change() -> tuple[str, ...]:
     """The flags whose config field may change on --resume (configs.RESUMABLE_FIELDS)."""
     from dreamerjax.config import keys as configs

@@ -10,7 +10,7 @@ settings of configs.yaml:79/81 (host.SUITE_DEFAULTS):
   reads it only when a ROM loads (the StellaEnvironment constructor, ALE's
   src/ale/environment/stella_environment.cpp), so its `sticky=False` (the atari100k
   preset) leaves ALE's default 0.25 acting. `sticky_literal=True` (ours) sets it before
-  the ROM loads: 0.25 when `sticky`, none otherwise (docs/host_envs.md);
+  the ROM loads: 0.25 when `sticky`, none otherwise (docs/environments.md);
 - `noops`: a uniform number of NOOP frames in [0, noops] after each reset (atari.py:128);
   `autostart` presses FIRE then UP after it (atari.py:133-141);
 - `lives`: "unused" or "reset" (a lost life ends the episode as a termination);

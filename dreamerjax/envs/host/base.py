@@ -135,7 +135,7 @@ def normalized_action(action, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     the same numbers bit for bit: the action stays float32 (the agent's), so `a + 1` and
     the halving round in float32, and the bounds keep the env space's own dtype (float64
     for dm_control, float32 for most Gymnasium Boxes), which the product and sum then
-    promote to. In float64 throughout, the action moves by up to 6e-8 (docs/host_envs.md).
+    promote to. In float64 throughout, the action moves by up to 6e-8 (docs/environments.md).
     """
     a = np.clip(np.asarray(action, np.float32), -1, 1)
     mask = np.isfinite(low) & np.isfinite(high)
