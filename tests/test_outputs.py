@@ -211,3 +211,30 @@ def test_status_line_shows_what_logger_filter_finds():
     assert line("eval_return|train/dyn") == (
         "[dreamerjax] rows 800 updates 100 eval_return 10.5 train/dyn_loss 4")
     assert line("^$") == "[dreamerjax] rows 800 updates 100"
+
+
+def test_a_run_failing_before_its_trainer_runs_ends_its_outputs(tmp_path, monkeypatch):
+    """W&B and MLflow runs start before the trainer is built and compiled: a failure there
+    ends them as failed (W&B exit code 1, MLflow FAILED), none is left running."""
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B's own switch: no network
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    def broken_trainer(*args, **kwargs):
+        raise RuntimeError("injected: the trainer could not be built")
+
+    monkeypatch.setattr(driver, "make_trainer", broken_trainer)
+    out = tmp_path / "failed"
+    with pytest.raises(RuntimeError, match="injected"):
+        driver.train(_cfg(), SEEDS, str(out), progress=False, compile_cache=False)
+    state = outputs.read_state(out)
+    client = mlflow.MlflowClient(tracking_uri=state["mlflow"]["uri"])
+    runs = client.search_runs([state["mlflow"]["experiment"]])
+    assert {r.info.run_id for r in runs} == {state["mlflow"]["parent"],
+                                            *state["mlflow"]["children"].values()}
+    assert [r.info.status for r in runs] == ["FAILED"] * 3
+    for seed in SEEDS:
+        run_id = state["wandb"]["ids"][str(seed)]
+        files = sorted(out.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+        exits = [rec.exit.exit_code for path in files for rec in _wandb_records(path)
+                 if rec.WhichOneof("record_type") == "exit"]
+        assert exits == [1], exits  # finished, as failed

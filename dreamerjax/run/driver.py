@@ -509,23 +509,27 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
-    enable_compile_cache(compile_cache)
-    if precompile and compile_cache:  # XLA's compile peak paid in a child process
-        precompile_lib.precompile(setup, seeds, devices,
-                                  report=report and config.run.report_every > 0)
-    run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
-              (*callbacks, *loggers), primary=jax.process_index() == 0)
-    # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
-    os.makedirs(os.path.realpath(out), exist_ok=True)
-    loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config), report,
-                 stop or StopRequest(), malloc_trim, host_time.Phases(), tuple(loggers))
-    with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
-        written, params = _run(run, resume, loop)
-    if run.primary:
-        with loop.phases("plots"):
-            records.plot_run(out)
-        if progress and written:
-            print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
+    # Started, they run until closed: any failure from here on (the precompile child, the
+    # trainer's compile, a log interval, the plots) ends them as failed, not left running.
+    with outputs.closed_on_error(loggers):
+        enable_compile_cache(compile_cache)
+        if precompile and compile_cache:  # XLA's compile peak paid in a child process
+            precompile_lib.precompile(setup, seeds, devices,
+                                      report=report and config.run.report_every > 0)
+        run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
+                  (*callbacks, *loggers), primary=jax.process_index() == 0)
+        # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
+        os.makedirs(os.path.realpath(out), exist_ok=True)
+        loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
+                     report, stop or StopRequest(), malloc_trim, host_time.Phases(),
+                     tuple(loggers))
+        with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
+            written, params = _run(run, resume, loop)
+        if run.primary:
+            with loop.phases("plots"):
+                records.plot_run(out)
+            if progress and written:
+                print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
     outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
     return TrainResult(written, _params_by_seed(params, seeds), config, seeds, str(out),
@@ -565,8 +569,7 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
     bar = _progress(loop.progress and run.primary, run_cfg.steps,
                     start_log * run_cfg.eval_every)
     written, t0 = [], time.time() - wall0
-    with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer, \
-            outputs.closed_on_error(loop.loggers):
+    with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer:
         writer.write_config(run.config.to_dict() | {"seeds": list(run.seeds)})
         if positions is not None:
             _rebuild_tensorboard(run.out, writer)
