@@ -2,7 +2,7 @@
 one after another: four ways of running 2 seeds' updates, alternated round after round in
 one process, per-seed seconds per update.
 
-    python benchmarks/seed_concurrency.py [--rounds 3] [--updates 6] [--out FILE.json]
+    python benchmarks/experiments/seed_concurrency.py [--rounds 3] [--updates 6] [--out FILE.json]
 
 - map: dreamerjax's default on a CPU (run.seed_loop auto): one program, the seeds one after
   the other inside it (`lax.map`);
@@ -120,7 +120,8 @@ def main(argv=None) -> int:
         jax.tree.leaves(ref), jax.tree.leaves(params_of(states[a])), strict=True))
         for a in arms[1:]}
     result = {
-        "command": "python benchmarks/seed_concurrency.py " + " ".join(argv or sys.argv[1:]),
+        "command": "python benchmarks/experiments/seed_concurrency.py "
+                   + " ".join(argv or sys.argv[1:]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpu": bench.machine().get("cpu"), "cores": os.cpu_count(),
                     "python": platform.python_version()},

@@ -7,8 +7,8 @@ env reset) and a final {"table": [...]} line. Suites that are not installed
 are reported as skipped. Environment only: no policy, no replay (`dreamerjax bench`
 times the whole tick).
 
-    nice .venv/bin/python benchmarks/envs_rows.py
-    nice .venv/bin/python benchmarks/envs_rows.py --envs brax_ant:backend=positional
+    nice .venv/bin/python benchmarks/experiments/envs_rows.py
+    nice .venv/bin/python benchmarks/experiments/envs_rows.py --envs brax_ant:backend=positional
 """
 
 from __future__ import annotations

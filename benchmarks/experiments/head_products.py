@@ -4,7 +4,7 @@ separately and as one [640, 320] product, RMSNorm + SiLU on their output, and th
 gradient [16384, 640]^T [16384, 64] in the form XLA gets from JAX's transpose rule and as
 g^T x ([64, 640]). Median milliseconds of --reps calls per form; prints one JSON object.
 
-    python benchmarks/head_products.py [--reps 30] [--out FILE.json]
+    python benchmarks/experiments/head_products.py [--reps 30] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
         "weight_grad_as_gT_x": (jax.jit(
             lambda x, g: lax.dot_general(g, x, (((0,), (0,)), ((), ())))), x, g),
     }
-    result = {"command": "python benchmarks/head_products.py",
+    result = {"command": "python benchmarks/experiments/head_products.py",
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "jax": jax.__version__, "reps": args.reps,
               "median_ms": {name: median_ms(fn, *a, reps=args.reps)

@@ -3,10 +3,10 @@
 # rows, one evaluation) with run.seed_loop map and then threads, one after the other, each
 # with an empty compilation cache; wall seconds and peak RSS per arm, and whether the two
 # runs' records and episodes are equal apart from their timing fields.
-#   bash benchmarks/seed_loop_whole_run.sh WORKDIR > results/bench/seed_loop_whole_run_DATE.json
+#   bash benchmarks/experiments/seed_loop_whole_run.sh WORKDIR > results/bench/seed_loop_whole_run_DATE.json
 set -eu
 work=${1:?usage: seed_loop_whole_run.sh WORKDIR}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 for how in map threads; do
   d=$work/$how; rm -rf "$d"; mkdir -p "$d/xdg"
   s=$(date +%s.%N)
@@ -23,7 +23,7 @@ timing = re.compile(r"wall|host|seconds|per_s|time")
 def lines(path):
     return [{k: v for k, v in json.loads(x).items() if not timing.search(k)}
             for x in open(path)]
-out = {"command": "bash benchmarks/seed_loop_whole_run.sh WORKDIR",
+out = {"command": "bash benchmarks/experiments/seed_loop_whole_run.sh WORKDIR",
        "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
                                 text=True).stdout.strip(), "arms": {}}
 for how in ("map", "threads"):

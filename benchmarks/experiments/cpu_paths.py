@@ -1,6 +1,7 @@
 """The update's compute dtype and XLA:CPU's matmul libraries, alternated on one machine.
 
-    python benchmarks/cpu_paths.py --rounds 2 --updates 20 --out results/bench/cpu_paths.json
+    python benchmarks/experiments/cpu_paths.py --rounds 2 --updates 20 \
+        --out results/bench/cpu_paths.json
 
 Each arm is one `dreamerjax bench --json --seeds 1` process (the protocol's 1m CartPole
 update) with a compute dtype and XLA options: float32 and bfloat16 (the reference's default,

@@ -6,8 +6,8 @@ env with actions drawn i.i.d. from fixed probabilities (uniform by default) and 
 JSON object: the fraction of episodes that end before the limit, their length quantiles,
 and the chance that K episodes in a row all run to the limit ((1 - p) ** K).
 
-    .venv/bin/python benchmarks/random_episodes.py --env Acrobot-v1 --episodes 4000
-    .venv/bin/python benchmarks/random_episodes.py --env Acrobot-v1 --probs 0.1 0.8 0.1
+    .venv/bin/python benchmarks/experiments/random_episodes.py --env Acrobot-v1 --episodes 4000
+    .venv/bin/python benchmarks/experiments/random_episodes.py --env Acrobot-v1 --probs 0.1 0.8 0.1
 """
 
 from __future__ import annotations

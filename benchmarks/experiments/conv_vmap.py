@@ -5,8 +5,8 @@ its updates), and two seeds each with its own kernel, vmapped (a grouped convolu
 mapped one after the other (lax.map, run.seed_loop=map). Prints one JSON object (seconds,
 the best of --repeats calls after a compile).
 
-    .venv/bin/python benchmarks/conv_vmap.py                    # the tiny encoder's 2nd layer
-    .venv/bin/python benchmarks/conv_vmap.py --frames 1024 --res 64 --cin 3 --cout 16
+    .venv/bin/python benchmarks/experiments/conv_vmap.py       # the tiny encoder's 2nd layer
+    .venv/bin/python benchmarks/experiments/conv_vmap.py --frames 1024 --res 64 --cin 3 --cout 16
 """
 
 from __future__ import annotations

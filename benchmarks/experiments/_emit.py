@@ -1,6 +1,6 @@
 """How a benchmark script hands back its figures: one JSON object on stdout, and the same
-to --out when given. Imported by the scripts beside it (`python benchmarks/X.py` puts this
-folder first on sys.path)."""
+to --out when given. Imported by the scripts beside it
+(`python benchmarks/experiments/X.py` puts this folder first on sys.path)."""
 
 from __future__ import annotations
 

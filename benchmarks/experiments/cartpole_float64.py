@@ -11,7 +11,7 @@ with the same actions, and prints one JSON object:
   a difference can change an action: the first step at which the two runs' actions
   differ (none when they never do) and both episode lengths (500 = the time limit).
 
-    .venv/bin/python benchmarks/cartpole_float64.py --starts 100
+    .venv/bin/python benchmarks/experiments/cartpole_float64.py --starts 100
 """
 
 from __future__ import annotations

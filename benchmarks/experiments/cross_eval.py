@@ -7,7 +7,7 @@ are evaluated on gymnax's CartPole-v1 (compiled evaluate) and on Gymnasium's Car
 (the host path's evaluate): if the env (or the host evaluation) were the cause, one
 policy would score differently on the two; if not, the runs learned different policies.
 
-    python benchmarks/cross_eval.py RUN_DIR [--index I] --episodes 100 --repeats 3 \
+    python benchmarks/experiments/cross_eval.py RUN_DIR [--index I] --episodes 100 --repeats 3 \
         --envs CartPole-v1 gym_CartPole-v1
 
 Prints one JSON object: per env, every repeat's mean return and their pooled mean, the

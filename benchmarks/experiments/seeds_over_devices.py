@@ -6,8 +6,8 @@ program is `dreamerjax bench`'s (sample + update + write-back, 1m CartPole, batc
 float32). Prints a line per round and one JSON object at the end (median seconds per call
 and per seed of each case, every call).
 
-    python benchmarks/seeds_over_devices.py 1x1,2x1,2x2 --rounds 3 --calls 6
-    python benchmarks/seeds_over_devices.py 3x1,3x3 --host-devices 3
+    python benchmarks/experiments/seeds_over_devices.py 1x1,2x1,2x2 --rounds 3 --calls 6
+    python benchmarks/experiments/seeds_over_devices.py 3x1,3x3 --host-devices 3
 """
 
 from __future__ import annotations
