@@ -1,5 +1,5 @@
 """Where one dreamerjax update's time goes: the bench's 1-seed update program
-(dreamerjax/bench.py) under `jax.profiler.trace`, the trace's per-instruction events summed
+(dreamerjax/tools/bench.py) under `jax.profiler.trace`, the trace's per-instruction events summed
 and matched to the compiled HLO (what each instruction computes and the JAX op it came
 from). Prints one JSON object; nothing is asserted.
 

@@ -504,7 +504,7 @@ def with_cnn(acfg: AgentConfig, mults: tuple[int, ...] | None = None,
 
 
 # The fixtures' tiny network (ours, for smoke runs and tests): the RSSM and MLP widths of
-# fixtures a-h and the CNN depth of the image fixture (i). A smoke preset with the
+# the agent fixtures (f-j) and the CNN depth of the image fixture (i). A smoke preset with the
 # reference's default depth 64 (size200m's CNN) needed tens of GB for 16 x 65 frames of
 # 64 x 64 and minutes per update on a CPU.
 TINY: dict = dict(deter=64, hidden=16, classes=4, units=16, depth=4, stoch=4)

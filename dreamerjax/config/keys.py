@@ -158,7 +158,7 @@ OUR_KEYS: dict[str, str] = {
     "sample_mode": "agent.sample_mode",
     # The reference version a run follows (29eb964 or e3f0224, config.versions).
     "reference": "agent.reference",
-    # The compiled suites' options (what envs/craftax.py, playground.py, brax.py take).
+    # The compiled suites' options (what envs/compiled/craftax.py, playground.py, brax.py take).
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
     **_suite("atari", own=True), **_suite("atari100k", own=True),

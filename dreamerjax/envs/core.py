@@ -12,7 +12,7 @@ episode's reset row and ignores the action it is given. This is the row stream t
 reference's driver produces with ``reset = is_last`` (embodied/core/driver.py:34-38,
 70-74) from an env whose step returns the final observation.
 
-Every suite module (envs/gymnax.py, craftax.py, playground.py, brax.py) builds an
+Every suite module (envs/compiled/gymnax.py, craftax.py, playground.py, brax.py) builds an
 `EnvSpec` around two pure functions of one env, `reset` and `step`, written against the
 suite's non-auto-reset API and returning termination and truncation apart; the row
 logic, the held is_last tick and the episode bookkeeping live here, once. Callers vmap

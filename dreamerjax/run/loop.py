@@ -1,4 +1,4 @@
-"""The per-seed training functions: pure, jittable, vmapped over seeds by the driver.
+"""The per-seed training functions: pure, jittable, applied over seeds by over_seeds.
 
 One tick = every env of a seed takes one step: the policy acts on the current rows, the
 rows (with the action and the posterior latent) enter the replay, the updates that the
