@@ -220,6 +220,7 @@ class CompiledTrainer(_Shared):
         self.sharding = self.state_sharding() if self.mesh is not None else None
         self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
         self._chunk = self._chunk_program(setup)
+        self._compiled = None  # the chunk compiled ahead of time (_chunk_in_step)
         self._eval = jax.jit(self._eval_fn, static_argnums=2)
         # run.seed_loop threads: the chunk is the 1-seed program, run once per seed on host
         # threads; the seeds' states are split before and joined after (two small programs).
@@ -282,6 +283,8 @@ class CompiledTrainer(_Shared):
 
     def chunk(self, states: SeedState, log_index: int):
         due = self.owed(log_index)
+        if self.specs is not None and jax.process_count() > 1:
+            return self._chunk_in_step(states, due)
         if not self.threads:
             return self._chunk(states, due)
 
@@ -295,6 +298,18 @@ class CompiledTrainer(_Shared):
     def evaluate(self, params, log_index: int, mode: bool = False):
         """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
         return self._eval(params, self.eval_keys(log_index), mode)
+
+    def _chunk_in_step(self, states: SeedState, due):
+        """The chunk of a data-parallel run over several processes: its gradients are
+        averaged across them inside the program, and a collective waits only 30 s for
+        every process to arrive, so every process compiles first (ahead of time) and
+        the processes line up at a barrier before each chunk starts."""
+        from dreamerjax.run import distributed
+
+        if self._compiled is None:
+            self._compiled = self._chunk.lower(states, due).compile()
+        distributed.barrier("chunk")
+        return self._compiled(states, due)
 
 
 @dataclasses.dataclass
