@@ -1,6 +1,7 @@
 """The package as a Python user calls it: `dreamerjax.train` refuses a used directory
 before building anything, returns a result whose policy acts in memory as the checkpoint's
-does, and `import dreamerjax` lists its public names."""
+does; `make_config` resolves as the command line; `import dreamerjax` lists its public
+names without importing JAX."""
 
 import re
 import subprocess
