@@ -78,6 +78,7 @@ DMC_PROPRIO_12M_256 = {
     # Keys with one implemented value (a sample; every FIXED key is compared below).
     "dyn.rssm.act": "silu", "dyn.rssm.cell": "blockgru", "retnorm.impl": "perc",
     "replay.fracs.uniform": 1.0, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
+    "jax.train_devices": (0,),  # configs.yaml:31 @29eb964
 }
 
 # Where our resolved value differs on purpose from the reference's (docs/config.md).
@@ -267,15 +268,17 @@ def test_precedence(tmp_path):
 def test_cli_flags_map_to_keys():
     config, _ = C.resolve(env="Pendulum-v1", steps=4000, eval_every=400, eval_episodes=3,
                           num_envs=8, train_ratio=32.0, checkpoint_every=0,
-                          twohot_mean="pairsum", cnn_mults=(1, 2), cnn_minres=5)
+                          twohot_mean="pairsum", cnn_mults=(1, 2), cnn_minres=5,
+                          data_devices=2)
     run, agent = config.run, config.agent
+    assert run.train_devices == (0, 1)  # --data-devices N is jax.train_devices=[0..N-1]
     assert (run.env, run.steps, run.eval_every, run.eval_episodes, run.num_envs,
             run.train_ratio, run.checkpoint_every) == ("Pendulum-v1", 4000, 400, 3, 8, 32.0, 0)
     assert agent.twohot_mean == "pairsum"
     assert agent.enc.mults == agent.dec.mults == (1, 2)
     assert agent.enc.minres == agent.dec.minres == 5
     assert set(C.FLAG_KEYS) <= {f.name for f in dataclasses.fields(RunConfig)} | {
-        "eval_every", "twohot_mean", "cnn_mults", "cnn_minres", "reference"}
+        "eval_every", "twohot_mean", "cnn_mults", "cnn_minres", "reference", "data_devices"}
 
 
 def test_dotted_json_and_run_config_round_trip(tmp_path):
@@ -493,3 +496,25 @@ def test_dmc_vision_encodes_and_decodes_only_the_image():
     assert (config.agent.enc_spaces, config.agent.dec_spaces) == ("image", "image")
     config, _ = configs.resolve(["dmc_proprio"])
     assert (config.agent.enc_spaces, config.agent.dec_spaces) == (".*", ".*")
+
+
+@pytest.mark.parametrize("sets, match", [
+    (["jax.train_devices=[1,2]"], r"^jax.train_devices: expects the devices 0 \.\.\. N-1"),
+    (["jax.train_devices=[0,1,2]"], r"^run.num_envs: 16 cannot be split evenly over the 3"),
+    (["jax.train_devices=[0,1]", "batch_size=3"], r"^batch_size: 3 cannot be split evenly"),
+    (["jax.train_devices=[0,1]", "jax.train_mesh=1,1,2"], r"^jax.train_mesh: the tensor axis"),
+    (["jax.train_devices=[0,1]", "jax.train_mesh=3,-1,1"], r"^jax.train_mesh: '3,-1,1' does "),
+    (["jax.train_mesh=a,b"], r"^jax.train_mesh: expects three integers"),
+])
+def test_train_devices_are_checked_by_key(sets, match):
+    with pytest.raises(C.ConfigError, match=match):
+        C.resolve(sets=sets)
+
+
+def test_train_devices_and_heads_mesh_resolve():
+    config, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=2,-1,1"])
+    assert config.run.train_devices == (0, 1, 2, 3)
+    from dreamerjax.config.defaults import data_devices, mesh_shape
+    assert data_devices(config.run) == 4 and mesh_shape(config.run) == (2, 2, 1)
+    head, _ = C.resolve(sets=["jax.train_devices=[0,1]"], reference="e3f0224")
+    assert head.run.train_devices == (0, 1)
