@@ -7,7 +7,8 @@ host devices in a child interpreter (XLA_FLAGS must be set before JAX starts).
   The batch and start state are the reference fixture's (tests/data/reference/update.npz),
   whose update is deterministic (sample_mode, as the parity check runs it).
 - A small run with 2 seeds x 2 data devices (a 2 x 2 mesh) follows the schedule's update
-  counts with finite evaluations, its envs and replay sharded over the data axis.
+  counts with finite evaluations, its envs and replay sharded over the data axis; so does
+  a Gymnasium CartPole seed (host envs) on 2 data devices.
 """
 
 import json
@@ -102,6 +103,22 @@ SCRIPT = textwrap.dedent("""
     res["replay_spec"] = [list(x.sharding.spec) for x in jax.tree.leaves(st.replay.data)][:1]
     res["agent_spec"] = sorted({json.dumps(list(x.sharding.spec))
                                 for x in jax.tree.leaves(st.agent)})
+
+    # A Gymnasium CartPole (host envs) seed on 2 data devices, when the extra is installed.
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        res["gym_records"] = None
+    else:
+        gym_cfg = small_config("gym_CartPole-v1")
+        gym_cfg = dataclasses.replace(gym_cfg, run=dataclasses.replace(gym_cfg.run,
+                                                                      train_devices=(0, 1)))
+        result = driver.train(gym_cfg, (0,), os.path.join(out, "gym"), progress=False,
+                              compile_cache=False, tensorboard=False)
+        recs = result.records if hasattr(result, "records") else result
+        res["gym_records"] = [{k: r[k] for k in ("seed", "rows", "updates", "eval_returns")}
+                              for r in recs]
+        res["gym_opt_loss"] = recs[-1]["train"]["opt_loss"]
     print(json.dumps(res))
 """)
 
@@ -153,6 +170,16 @@ def test_two_seeds_by_two_data_devices_follow_the_schedule(result):
     assert all(math.isfinite(x) for r in recs for x in r["eval_returns"])
     assert all(x is None or math.isfinite(x) for x in result["opt_loss"])
     assert result["opt_loss"][-1] is not None
+
+
+def test_gymnasium_cartpole_on_two_data_devices_follows_the_schedule(result):
+    if result["gym_records"] is None:
+        pytest.skip("gymnasium is not installed (pip install 'dreamerjax[gym]')")
+    recs = result["gym_records"]
+    assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
+        (0, rows, UPDATES[rows]) for rows in (80, 160, STEPS)]
+    assert all(math.isfinite(x) for r in recs for x in r["eval_returns"])
+    assert math.isfinite(result["gym_opt_loss"])
 
 
 def test_state_lives_on_a_seed_by_data_mesh(result):

@@ -332,20 +332,39 @@ class HostTrainer(_Shared):
     def __post_init__(self):
         if self.devices != 1:
             raise ValueError("--devices: host environments run on one device")
-        if data_devices(self.setup.run) != 1:
-            raise ValueError("jax.train_devices: host environments train on one device")
         if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
             self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
-        self._prepare(self.setup)
-        self.sharding = None
+        data = data_devices(self.setup.run)
+        setup = self.setup
+        if data > 1:  # seeds mapped one after the other would not split their envs
+            setup = train_lib.with_run(setup, seed_loop="vmap")
+        self._prepare(setup)
         setup, names = self.setup, self.metric_names
         self._init_fn = jax.vmap(lambda k: host_loop.init_host_seed(setup, k, names))
-        self._init = jax.jit(self._init_fn)
-        self._act = jax.jit(
-            lambda st, rows: train_lib.over_seeds(
-                setup, lambda s, r: host_loop.act_and_insert(setup, s, r), st, rows),
-            donate_argnums=0)
-        self._train = jax.jit(lambda st, n: host_loop.train_steps(setup, st, n), donate_argnums=0)
+        self.mesh = run_mesh(1, data, len(self.seeds))
+        if data > 1:
+            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True)
+        self.sharding = self.state_sharding() if self.mesh is not None else None
+        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+
+        def act(st, rows):
+            return train_lib.over_seeds(
+                setup, lambda s, r: host_loop.act_and_insert(setup, s, r), st, rows)
+
+        def train(st, n):
+            return host_loop.train_steps(setup, st, n)
+
+        if self.specs is not None:
+            # Data-parallel seeds: each data device acts on its envs' rows (the host's rows
+            # [seeds, envs, ...] put on the devices by that split, as the reference's
+            # device_put(data, train_sharded)) and trains on its part of each batch.
+            envs = P("seed", train_lib.DATA_AXIS)
+            act = jax.shard_map(act, mesh=self.mesh, in_specs=(self.specs, envs),
+                                out_specs=(self.specs, envs), check_vma=False)
+            train = jax.shard_map(train, mesh=self.mesh, in_specs=(self.specs, P()),
+                                  out_specs=self.specs, check_vma=False)
+        self._act = jax.jit(act, donate_argnums=0)
+        self._train = jax.jit(train, donate_argnums=0)
         self._eval_act = jax.jit(
             lambda p, c, r, k, mode: train_lib.over_seeds(
                 setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),
