@@ -90,6 +90,9 @@ class TrainArgs:
     """Continue the run in this directory from its latest checkpoint."""
     devices: int = 1
     """Devices to shard the seed axis over; the number of seeds must be a multiple."""
+    data_devices: _optional(int, "INT", 1) = None
+    """Devices that train each seed's agent data-parallel (jax.train_devices): the seed's
+    envs and batch split across them, gradients averaged. Uses --devices x N devices."""
     no_compile_cache: bool = False
     """Do not use the persistent XLA compilation cache."""
     no_precompile: bool = False
@@ -233,6 +236,8 @@ def _check_train_values(args: TrainArgs) -> None:
     _check_distributed(args)
     if args.devices <= 0:
         raise ArgumentError(f"--devices must be positive, got {args.devices}")
+    if args.data_devices is not None and args.data_devices <= 0:
+        raise ArgumentError(f"--data-devices must be positive, got {args.data_devices}")
     if args.seeds is not None and len(args.seeds) % args.devices:
         raise ArgumentError(
             f"{len(args.seeds)} seeds cannot be split evenly over {args.devices} devices")
