@@ -673,26 +673,47 @@ def head_loss_order(spaces: Spaces, losses: dict) -> list[str]:
     return [k for k in order if k in losses]
 
 
+def batch_stats(data_axis: str | None):
+    """(mean, std, min, max) of a tensor over the whole batch: the tensor's own on one
+    device; under data_axis, over every shard's part of it (equal parts), as HEAD computes
+    its metrics on the batch sharded over its data axes (embodied/jax/agent.py:144-148
+    @e3f0224, jit over the mesh)."""
+    if data_axis is None:
+        return jnp.mean, jnp.std, jnp.min, jnp.max
+
+    def mean(x):
+        return jax.lax.pmean(jnp.mean(x), data_axis)
+
+    def std(x):
+        m = mean(x)
+        return jnp.sqrt(jnp.maximum(mean(jnp.square(x)) - m * m, 0.0))
+
+    return (mean, std, lambda x: jax.lax.pmin(jnp.min(x), data_axis),
+            lambda x: jax.lax.pmax(jnp.max(x), data_axis))
+
+
 def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, parts: dict,
-                      losses: dict) -> dict:
+                      losses: dict, data_axis: str | None = None) -> dict:
     """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
-    @e3f0224), plus our `<term>_loss` means that the driver and the plots read."""
-    metrics = dict(wm["metrics"])
+    @e3f0224), plus our `<term>_loss` means that the driver and the plots read. Under
+    data_axis they are those of the whole batch (`batch_stats`)."""
+    mean, std, min_, max_ = batch_stats(data_axis)
+    metrics = {k: mean(v) for k, v in wm["metrics"].items()}  # means over the batch
     adv, ret = parts["adv"], img["ret"]
     ret_normed = (ret - parts["offset"]) / parts["scale"]
     metrics.update({
-        "adv": adv.mean(), "adv_std": adv.std(), "adv_mag": jnp.abs(adv).mean(),
-        "rew": img["rew"].mean(), "con": img["con"].mean(), "ret": ret_normed.mean(),
-        "val": img["val"].mean(), "tar": ret.mean(), "weight": img["weight"].mean(),
-        "slowval": img["slowval"].mean(), "ret_min": ret_normed.min(),
-        "ret_max": ret_normed.max(),
-        "ret_rate": (jnp.abs(ret_normed) >= 1.0).astype(f32).mean(),
-        "ent/action": parts["ent"].mean()})
+        "adv": mean(adv), "adv_std": std(adv), "adv_mag": mean(jnp.abs(adv)),
+        "rew": mean(img["rew"]), "con": mean(img["con"]), "ret": mean(ret_normed),
+        "val": mean(img["val"]), "tar": mean(ret), "weight": mean(img["weight"]),
+        "slowval": mean(img["slowval"]), "ret_min": min_(ret_normed),
+        "ret_max": max_(ret_normed),
+        "ret_rate": mean((jnp.abs(ret_normed) >= 1.0).astype(f32)),
+        "ent/action": mean(parts["ent"])})
     if spaces.act_discrete:  # the continuous policy's Agg hides minent (agent.py:440)
-        metrics["rand/action"] = parts["ent"].mean() / np.log(spaces.act_dim)
+        metrics["rand/action"] = mean(parts["ent"]) / np.log(spaces.act_dim)
     for k, v in losses.items():
-        metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = v.mean()
-        metrics[f"{k}_loss"] = v.mean()
+        metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = mean(v)
+        metrics[f"{k}_loss"] = mean(v)
     metrics["ent/action/mean"] = metrics["ent/action"]  # the name the driver's log reads
     return metrics
 
@@ -724,7 +745,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
         B, T = data["is_first"].shape
         for k in ("actor", "critic"):  # HEAD returns them averaged over the horizon
             losses[k] = losses[k].mean(1).reshape((B, T))
-        metrics = loss_metrics_head(cfg, spaces, wm, img, parts, losses)
+        metrics = loss_metrics_head(cfg, spaces, wm, img, parts, losses, data_axis)
         total = sum(losses[k].mean() * scales[k] for k in head_loss_order(spaces, losses))
     else:
         metrics = loss_metrics(cfg, spaces, data, wm, img, parts, losses, replay_ret)
@@ -822,7 +843,9 @@ def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads
                               cfg.slow_critic_fraction, cfg.slow_critic_update,
                               copy_first=not head)
     metrics = dict(aux["metrics"])
-    metrics["opt_loss"] = total
+    # HEAD reports the loss of the whole batch, 29eb964 each device's own (its metrics
+    # leave the data-parallel step mirrored: device 0's, jaxagent.py:341-343 @29eb964).
+    metrics["opt_loss"] = batch_stats(data_axis if head else None)[0](total)
     metrics.update(optimizer_metrics(grads, updates, params, step, rms=head))
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
                            retnorm=aux["retnorm"], step=step, updates=count)

@@ -1099,6 +1099,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dreamerjax train: error: {e}", file=sys.stderr)
             raise SystemExit(2) from None
     args = parse(argv)
+    if isinstance(args, ParityArgs):  # data-parallel fixtures need their host devices
+        import os
+
+        from dreamerjax.tools.parity import host_devices_flags
+        flags = host_devices_flags(str(args.directory), dict(os.environ))
+        if flags is not None:
+            os.environ["XLA_FLAGS"] = flags
     if opted_in(args, "xla_tuning"):  # before any JAX backend starts (parsing starts none)
         from dreamerjax.run import xla_tuning
         xla_tuning.apply()

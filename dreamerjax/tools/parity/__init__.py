@@ -52,6 +52,24 @@ def fixtures_hint() -> str:
             f"CHECKOUT/{FIXTURES})")
 
 
+def host_devices_flags(directory: str, env: dict) -> str | None:
+    """XLA_FLAGS with as many host (CPU) devices as the directory's data-parallel fixtures
+    (`*dpN*` files) ran on, to be set before JAX starts its backend; None when XLA_FLAGS
+    already sets a host device count or no fixture needs more than one device. The
+    command line applies it, so `dreamerjax parity` checks them on any machine."""
+    from pathlib import Path
+
+    from dreamerjax.tools.parity.agent_checks import data_devices_of
+
+    path = Path(directory)
+    names = [p.name for p in path.iterdir()] if path.is_dir() else []
+    need = max((data_devices_of(n) for n in names), default=1)
+    current = env.get("XLA_FLAGS", "")
+    if need <= 1 or "xla_force_host_platform_device_count" in current:
+        return None
+    return f"{current} --xla_force_host_platform_device_count={need}".strip()
+
+
 def main_parity(directory: str, strict: bool = False) -> int:
     """Print the parity table for `directory` and return the process exit code.
 
@@ -68,6 +86,7 @@ def main_parity(directory: str, strict: bool = False) -> int:
 
 __all__ = [
     "FIXTURES", "Row", "compare", "default_fixtures", "fixtures", "fixtures_hint",
+    "host_devices_flags",
     "main_parity", "register", "register_companion",
     "register_unsupported", "run_parity",
 ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -679,12 +680,20 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
     cfg, spaces, noise = family(directory, sfx, flat, "b1_data_", start, override)
     batches = [batch_from(flat, f"b{i}_data_", spaces) for i in (1, 2)][:steps]
 
+    devices = data_devices_of(name)
+    axis = DATA_AXIS if devices > 1 else None
+
     def train(state, batch):
         key = jax.random.PRNGKey(0)
         # The update's own gradients (one backward pass in the compiled check).
-        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key)
-        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads)
+        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key, axis)
+        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads, axis)
+        if axis is not None:  # the gradients the optimiser saw, for sign_undetermined
+            grads = jax.tree.map(lambda g: jax.lax.pmean(g, axis), grads)
         return state, dict(_update_arrays(state, outs, mets), grads=flatten(grads))
+
+    if devices > 1:
+        train = on_devices(train, devices)
 
     # Compiled once for both runs, both steps and every draw. The first RMS step is
     # discontinuous in g (SIGN_LIKE), and the reference's flips of update 1 carry into
@@ -725,11 +734,14 @@ def data_parallel(fn: Callable, devices: int) -> Callable:
     device, stacked on a new leading axis [devices, ...])."""
     from jax.sharding import PartitionSpec as P
 
-    if jax.device_count() < devices:
+    # The default backend's devices, else the host's (`dreamerjax parity` adds host devices
+    # for these files, so a machine with one GPU checks them on its CPU).
+    avail = jax.devices() if jax.device_count() >= devices else jax.devices("cpu")
+    if len(avail) < devices:
         raise ValueError(f"a {devices}-device fixture needs {devices} JAX devices, "
-                         f"{jax.device_count()} are visible (on a CPU: XLA_FLAGS="
+                         f"{len(avail)} are visible (on a CPU: XLA_FLAGS="
                          f"--xla_force_host_platform_device_count={devices})")
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:devices]), (DATA_AXIS,))
+    mesh = jax.sharding.Mesh(np.array(avail[:devices]), (DATA_AXIS,))
 
     def per_device(state, batch):
         state, arrays = fn(state, batch)
@@ -739,6 +751,29 @@ def data_parallel(fn: Callable, devices: int) -> Callable:
     # JAX cannot prove; out_specs P() then takes device 0's copy, as the reference's.
     return jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P(DATA_AXIS)),
                          out_specs=(P(), P(DATA_AXIS)), check_vma=False)
+
+
+def data_devices_of(name: str) -> int:
+    """The devices a fixture's update ran on: N for a `dpN` file, else 1."""
+    match = re.search(r"(?:^|_)dp(\d+)(?:_|\.)", name)
+    return int(match.group(1)) if match else 1
+
+
+def on_devices(train: Callable, devices: int) -> Callable:
+    """A check's train(state, batch) -> (state, arrays) run data-parallel, its arrays laid
+    out as the reference's data-parallel train step returns them (jaxagent.py:341-343
+    @29eb964): the replay write-back and the carry sharded, so every device's rows in batch
+    order; everything else mirrored, so device 0's (its metrics are its own half's)."""
+    run = data_parallel(train, devices)
+
+    def gathered(state, batch):
+        state, arrays = run(state, batch)
+        out = {k: jax.tree.map(lambda x: x[0], v) for k, v in arrays.items()}
+        for k in ("replay", "carry"):
+            out[k] = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), arrays[k])
+        return state, out
+
+    return gathered
 
 
 def sign_undetermined(grad, spread) -> np.ndarray:

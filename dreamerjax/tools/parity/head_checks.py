@@ -179,6 +179,7 @@ def family_of(directory: str, name: str, stem: str):
     if not m:
         raise ValueError(f"{name}: not a {stem}<family>_s<draw>.npz file")
     fam, draw = m.groups()
+    fam = re.sub(r"_dp\d+", "", fam)  # a data-parallel file shares its family's inputs
     cfg = config_from_head_yaml(os.path.join(directory, f"head_config{fam}_{draw}.yaml"))
     start_fam = fam.removesuffix("_eps")
     kind = "start" if start_fam.endswith("pert") else "init"
@@ -204,11 +205,6 @@ def actor_noise_head(d: dict, spaces, prefix: str = "diag/") -> float | None:
 # HEAD's metrics whose values come from the two-hot expectations (rewards, values, returns).
 VALUE_METRICS = ("adv", "adv_std", "adv_mag", "rew", "ret", "val", "tar", "slowval",
                  "ret_min", "ret_max", "ret_rate", "loss/policy", "loss/value", "loss/repval")
-
-
-def _init_note(fam: str) -> str:
-    return ("" if "pert" in fam else "HEAD init: the reward/value heads are zero, every "
-            "two-hot mean is the jitted pair sum's artefact (fixture README, Numerics 1)")
 
 
 def check_head_loss(directory: str, name: str, override=None) -> list[Row]:
@@ -313,19 +309,23 @@ def _metric_rows(fx, pre, ours: dict, spread: dict, ref: dict) -> list[Row]:
 
 def check_head_update(directory: str, name: str) -> list[Row]:
     fx = name
-    fam, _, cfg, start = family_of(directory, name, "head_update")
+    fam, draw, cfg, start = family_of(directory, name, "head_update")
     flat = _load(os.path.join(directory, name))
     state0 = load_state(_load(start), cfg, lambda prm: spaces_of(flat, "b1/data/", prm))
     spaces = spaces_of(flat, "b1/data/", state0.params)
     batches = [batch_of(flat, f"b{i}/data/", spaces) for i in (1, 2)]
-    loss_file = os.path.join(directory, name.replace("head_update", "head_loss"))
+    loss_file = os.path.join(directory, f"head_loss{fam}_{draw}.npz")
     noise = actor_noise_head(_load(loss_file), spaces) if not spaces.act_discrete else None
+    devices = agent_checks.data_devices_of(name)
+    axis = agent_checks.DATA_AXIS if devices > 1 else None
 
     def train(state, batch):
         key = jax.random.PRNGKey(0)
         # The update's own gradients (one backward pass in the compiled check).
-        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key)
-        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads)
+        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key, axis)
+        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads, axis)
+        if axis is not None:  # the gradients the optimiser saw, for sign_undetermined
+            grads = jax.tree.map(lambda g: jax.lax.pmean(g, axis), grads)
         nu, mu, _, _ = opt_moments(state.opt_state)
         return state, dict(params=flatten(state.params), slow=flatten(state.slow),
                            nu=flatten(nu), mu=flatten(mu), step=state.step,
@@ -333,6 +333,8 @@ def check_head_update(directory: str, name: str) -> list[Row]:
                            high=state.retnorm.high, replay=outs["replay"],
                            carry=outs["carry"], metrics=mets, grads=flatten(grads))
 
+    if devices > 1:
+        train = agent_checks.on_devices(train, devices)
     step = perturbed(train, unit=twohot_rounding)
     draws = []
     with deterministic_actor(noise):
