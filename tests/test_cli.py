@@ -75,18 +75,23 @@ def _train_error(argv, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     ([], "--out RUN_DIR is required"),
-    (["--out", "{tmp}/r", "--steps", "0"], "--steps must be positive"),
-    (["--out", "{tmp}/r", "--eval-every", "1000"], "multiple of num_envs"),
-    (["--out", "{tmp}/r", "--steps", "3000", "--eval-every", "800"], "must divide steps"),
+    (["--out", "{tmp}/r", "--steps", "0"], "--steps: run.steps: must be positive"),
+    (["--out", "{tmp}/r", "--eval-every", "1000"],
+     "--eval-every: run.eval_every_rows: 1000 must be a multiple of run.num_envs"),
+    (["--out", "{tmp}/r", "--steps", "3000", "--eval-every", "800"],
+     "run.eval_every_rows: 800 must divide run.steps (3000)"),
     (["--out", "{tmp}/r", "--seeds", "0", "1", "0"], "unique"),
     (["--out", "{tmp}/r", "--size", "3m"], "known sizes"),
-    (["--out", "{tmp}/r", "--train-ratio", "-1"], "--train-ratio must be positive"),
+    (["--out", "{tmp}/r", "--train-ratio", "-1"],
+     "--train-ratio: run.train_ratio: must be positive"),
     (["--out", "{tmp}/r", "--seeds", "0", "1", "2", "--devices", "2"], "split evenly"),
     (["--out", "{tmp}/full"], "not empty"),
     (["--resume", "{tmp}/nowhere"], "no such run directory"),
     (["--resume", "{tmp}/full", "--out", "{tmp}/r"], "not both"),
-    (["--out", "{tmp}/r", "--cnn-mults", "1", "0"], "--cnn-mults needs one or more positive"),
-    (["--out", "{tmp}/r", "--cnn-minres", "0"], "--cnn-minres must be positive"),
+    (["--out", "{tmp}/r", "--cnn-mults", "1", "0"],
+     "--cnn-mults: enc.simple.mults: needs one or more positive"),
+    (["--out", "{tmp}/r", "--cnn-minres", "0"],
+     "--cnn-minres: enc.simple.minres: must be positive"),
     (["--resume", "{tmp}/full", "--cnn-minres", "5"], "cannot change on --resume"),
     (["--resume", "{tmp}/full", "--twohot-mean", "pairsum"], "--twohot-mean 'pairsum' "
                                                               "conflicts with the run's"),
@@ -97,7 +102,7 @@ def _train_error(argv, capsys):
     (["--resume", "{tmp}/full", "--size", "12m"], "--size '12m' conflicts"),
     (["--resume", "{tmp}/full", "--tiny"], "--tiny True conflicts"),
     (["--resume", "{tmp}/full", "--steps", "800"], "steps may only grow"),
-    (["--resume", "{tmp}/full", "--steps", "20016"], "must divide steps"),
+    (["--resume", "{tmp}/full", "--steps", "20016"], "must divide run.steps (20016)"),
     (["--resume", "{tmp}/noconfig"], "cannot read the run's config"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):

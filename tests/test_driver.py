@@ -6,6 +6,7 @@ Two seeds for the module's whole run (the program tests/test_outputs.py and
 tests/test_policy.py compile too), one seed for the runs of one contract each (the
 program the quick tier's run compiles), 160 rows where two log points suffice."""
 
+import dataclasses
 import json
 import os
 import time
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from _runs import STEPS, small_config
 
-from dreamerjax.config.keys import make_config
+from dreamerjax.config.keys import ConfigError, make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.protocol.fields import ProtocolFields
@@ -206,11 +207,24 @@ def test_status_line_is_one_greppable_line():
     assert driver.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
 
 
-def test_bad_config_is_refused_before_compiling():
+def test_bad_config_is_refused_before_compiling(tmp_path):
     with pytest.raises(ValueError, match="Unknown|unknown"):
         make_setup(make_config("NoSuchEnv-v0", tiny=True))
-    with pytest.raises(ValueError, match="must divide steps"):
-        make_setup(make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800))
+    with pytest.raises(ConfigError, match=r"run.eval_every_rows: 800 must divide run.steps"):
+        make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800)
+    # A Config built in Python (not resolved) meets the same one check (configs.validate)
+    # in make_setup and in train, seeds included, before anything is built or written.
+    out = tmp_path / "run"
+    bad = dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run, steps=2040))
+    for call in (lambda: make_setup(bad), lambda: _train(bad, out)):
+        with pytest.raises(ConfigError, match=r"run.eval_every_rows: 80 must divide run.steps"):
+            call()
+    with pytest.raises(ConfigError, match=r"run.num_envs: expects int, got 8.0"):
+        make_setup(dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run,
+                                                                       num_envs=8.0)))
+    with pytest.raises(ConfigError, match=r"seeds: must be unique; repeated: \[0\]"):
+        _train(_cfg(), out, seeds=(0, 1, 0))
+    assert not out.exists()
 
 
 def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):

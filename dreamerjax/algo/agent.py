@@ -60,7 +60,7 @@ class Spaces:
             raise ValueError("Spaces.obs is empty: the agent needs at least one observation key")
         names = [n for n, _, _ in obs]
         for name, shape, dtype in obs:
-            _check_obs_entry(name, shape, dtype)
+            check_obs_entry(name, shape, dtype)
             if names.count(name) > 1:
                 raise ValueError(f"observation key {name!r} appears twice in Spaces.obs")
         if self.act_dim < 1 or (self.act_discrete and self.act_dim < 2):
@@ -132,7 +132,9 @@ class Spaces:
         return {n: jnp.zeros((*batch_shape, *s), np.dtype(t)) for n, s, t in self.obs}
 
 
-def _check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:
+def check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:
+    """One observation key the rows can carry and the agent can see (ValueError naming it):
+    the one check of observation shapes and dtypes (envs/core.EnvSpec calls it too)."""
     if not name or "/" in name:
         raise ValueError(f"observation key {name!r}: a name without '/' is required")
     if name in RESERVED_KEYS:

@@ -825,6 +825,9 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         named.append(("tiny", "--tiny"))
     table = versions.HEAD_NAMED if reference == HEAD_REF else NAMED
     for name, label in named:
+        if name not in table and label.startswith("--size "):
+            known = [n.removeprefix("size") for n in table if n.startswith("size")]
+            raise ConfigError(f"--size {size!r}: known sizes are {', '.join(known)}")
         if name not in table:
             close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
@@ -945,7 +948,8 @@ def make_config(env: str | None = None, *, size: str | None = None, tiny: bool =
 
 
 # ---------------------------------------------------------------------------------------
-# Checks (before anything compiles); each names the key
+# Checks (before anything compiles); each names the key. validate is the one check of a
+# run's values: the command line, dreamerjax.train and run/setup.make_setup all call it.
 
 
 _POSITIVE = (
@@ -965,16 +969,72 @@ _NON_NEGATIVE = (
 )
 _UNIT_INTERVAL = ("dyn.rssm.unimix", "actor.unimix", "return_lambda", "return_lambda_replay",
                   "slow_critic_fraction", "retnorm.rate")
+# Upper bounds: counters are int32 on device; beyond these a value is a typo, and refusing
+# it here costs nothing while finding out later costs a compile.
+INT32_MAX = 2**31 - 1
+_AT_MOST = {
+    **dict.fromkeys(("run.steps", "run.eval_every_rows", "run.checkpoint_every",
+                     "run.report_every_logs"), INT32_MAX),
+    **dict.fromkeys(("run.num_envs", "run.eval_eps", "run.train_ratio"), 2**20),
+    **dict.fromkeys(("enc.simple.minres", "dec.simple.minres"), 2**12),
+}
+_MULTS_AT_MOST = 2**10
 
 
-def validate(config: Config) -> None:
-    """Raise ConfigError (one line, naming the key) for a config that cannot run."""
+def validate(config: Config, *, seeds: Sequence[int] | None = None) -> None:
+    """Raise ConfigError (one line, naming the key) for a config that cannot run, and for
+    seeds (when given) that cannot share one run. The checks against the env's spaces
+    (the CNN geometry of its image keys) follow in run/setup.make_setup, which starts
+    with this one."""
     flat = to_dotted(config)
+    _check_types(flat)
     _check_ranges(flat)
+    _check_log_points(flat)
     _check_model_and_batch(flat, config)
     _check_env_sections(flat)
     _check_choices(flat)
     _check_train_devices(flat, config)
+    if seeds is not None:
+        check_seeds(seeds)
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    """The seeds of one run: at least one, each once, in 0 ... 2^31 - 1 (PRNGKey(seed))."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ConfigError("seeds: needs at least one seed")
+    if any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
+        raise ConfigError(f"seeds: must be integers, got {seeds}")
+    if len(set(seeds)) != len(seeds):
+        dup = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise ConfigError(f"seeds: must be unique; repeated: {dup}")
+    if any(s < 0 for s in seeds):
+        raise ConfigError(f"seeds: must be non-negative, got {seeds}")
+    if max(seeds) > INT32_MAX:
+        raise ConfigError(f"seeds: {max(seeds)}: at most {INT32_MAX}")
+
+
+def _check_types(flat: dict[str, Any]) -> None:
+    """Each value of its field's type: resolve coerces what it sets, a Config built in
+    Python is taken as it is (an int where a float goes is fine, not the reverse)."""
+    for key, path in KEYS.items():
+        typ, value = _field_type(path), flat[key]
+        _coerce(key, value, typ)
+        inner = typing.get_args(typ)[0] if typing.get_origin(typ) is tuple else typ
+        items = value if typing.get_origin(typ) is tuple else (value,)
+        if inner is int and any(not isinstance(v, int) for v in items):
+            raise ConfigError(f"{key}: expects {_type_name(typ)}, got {value!r}")
+
+
+def _check_log_points(flat: dict[str, Any]) -> None:
+    """Log points fall on whole ticks (every env steps once a tick) and end the run."""
+    steps, every, envs = flat["run.steps"], flat["run.eval_every_rows"], flat["run.num_envs"]
+    if every % envs:
+        raise ConfigError(f"run.eval_every_rows: {every} must be a multiple of run.num_envs "
+                          f"({envs}): a log point comes after a whole tick of every env")
+    if steps % every:
+        raise ConfigError(f"run.eval_every_rows: {every} must divide run.steps ({steps}) so "
+                          "the run ends on a log point")
 
 
 def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
@@ -1021,6 +1081,9 @@ def _check_ranges(flat: dict[str, Any]) -> None:
     for key in ("rewhead.bins", "critic.bins"):
         if flat[key] < 2:
             raise ConfigError(f"{key}: needs at least 2 bins, got {flat[key]}")
+    for key, limit in _AT_MOST.items():
+        if flat[key] > limit:
+            raise ConfigError(f"{key}: at most {limit}, got {flat[key]}")
 
 
 def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
@@ -1044,8 +1107,12 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
         raise ConfigError(f"batch_length: {length} rows are longer than the replay "
                           f"({rows} rows per env = {source})")
     for key in ("enc.simple.mults", "dec.simple.mults"):
-        if any(m <= 0 for m in flat[key]):
-            raise ConfigError(f"{key}: needs positive multipliers, got {list(flat[key])}")
+        if not flat[key] or any(m <= 0 for m in flat[key]):
+            raise ConfigError(f"{key}: needs one or more positive multipliers, got "
+                              f"{list(flat[key])}")
+        if max(flat[key]) > _MULTS_AT_MOST:
+            raise ConfigError(f"{key}: at most {_MULTS_AT_MOST} per stage, got "
+                              f"{list(flat[key])}")
 
 
 def _check_env_sections(flat: dict[str, Any]) -> None:

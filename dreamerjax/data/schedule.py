@@ -119,21 +119,6 @@ def schedule_from_config(run, reference: str = REF_29EB964) -> TrainSchedule:
         min_items=run.batch_size * run.batch_length if reference == HEAD_REF else None)
 
 
-def check_log_points(steps: int, eval_every: int, num_envs: int) -> None:
-    """Raise ValueError unless log points fall on whole ticks and end the run (the one
-    check of a run's length; the CLI and the driver both call it)."""
-    for name, value in (("steps", steps), ("eval_every", eval_every), ("num_envs", num_envs)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if eval_every % num_envs:
-        raise ValueError(
-            f"eval_every ({eval_every}) must be a multiple of num_envs ({num_envs}): a log "
-            "point comes after a whole tick of every env")
-    if steps % eval_every:
-        raise ValueError(f"eval_every ({eval_every}) must divide steps ({steps}) so the "
-                         "run ends on a log point")
-
-
 def total_updates(s: TrainSchedule, rows):
     """Cumulative updates owed once `rows` rows (all envs) were added.
 

@@ -39,8 +39,6 @@ from dreamerjax.envs import registry
 ObsSpace = tuple[tuple[str, tuple[int, ...], str], ...]
 """(name, shape, dtype_str) per observation key, in the env's order."""
 
-OBS_DTYPES = ("float32", "uint8")
-
 
 @struct.dataclass
 class Step:
@@ -93,10 +91,13 @@ class EnvSpec:
     params: Any = dataclasses.field(default=None, repr=False)  # its params, if any
 
     def __post_init__(self):
+        from dreamerjax.algo.agent import check_obs_entry  # the agent's one check
+
         for name, shape, dtype in self.obs_space:
-            if dtype not in OBS_DTYPES or len(shape) not in (1, 3):
-                raise ValueError(f"{self.env_id}: observation {name!r} {shape} {dtype}: "
-                                 "vectors float32 [D] or images [H, W, C] expected")
+            try:
+                check_obs_entry(name, tuple(shape), dtype)
+            except ValueError as e:
+                raise ValueError(f"{self.env_id}: {e}") from None
         if not self.dict_obs and len(self.obs_space) != 1:
             raise ValueError(f"{self.env_id} has observation keys "
                              f"{[n for n, _, _ in self.obs_space]}: it needs dict_obs=True")

@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.config import keys as configs
 from dreamerjax.config.defaults import Config, from_dict
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
@@ -503,8 +504,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     number of the run.
     """
     seeds = tuple(int(s) for s in seeds)
-    if len(set(seeds)) != len(seeds) or not seeds:
-        raise ValueError(f"seeds must be unique and non-empty, got {list(seeds)}")
+    configs.validate(config, seeds=seeds)  # the CLI's check of the values, for any caller
     setup = setup_lib.make_setup(config)
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.

@@ -4,7 +4,8 @@ One tick = every env of a seed takes one step: the policy acts on the current ro
 rows (with the action and the posterior latent) enter the replay, the updates that the
 train-ratio schedule owes at this tick run, then the envs step to the next rows.
 `run_chunk` scans the ticks of one log interval for a batch of seeds; `evaluate` plays
-fresh evaluation episodes. Nothing here does I/O; dreamerjax/driver.py runs these.
+fresh evaluation episodes. Nothing here does I/O; run/driver.py runs these (through
+run/trainers.py).
 """
 
 from __future__ import annotations
@@ -75,14 +76,6 @@ class Setup:
 # ----------------------------------------------------------------------------- setup
 
 
-def replay_capacity(run: RunConfig) -> int:
-    """Replay rows per env: replay.size over the envs, but no more than the run fills
-    (config.replay_rows_per_env; every row of a run shorter than the replay is kept, as in
-    the reference's 5e6-row replay); growing --steps on resume then grows the ring. An
-    explicit run.replay_capacity is fixed."""
-    return replay_rows_per_env(run)
-
-
 def make_compiled_setup(config: Config) -> Setup:
     """The setup of a run whose env is written in JAX (setup.make_setup chooses)."""
     run = config.run
@@ -94,23 +87,16 @@ def make_compiled_setup(config: Config) -> Setup:
 
 
 def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
-    """The checks of every run against its spaces, before compiling (compiled and host
-    suites alike): the CNN geometry of each encoded image key, the log points, the replay
-    against one sequence (the config's own checks are config/keys.validate's). Returns the
-    replay capacity."""
+    """The checks of a run against its env's spaces, before compiling (compiled and host
+    suites alike): the CNN geometry of each encoded image key. The config's own values
+    (the log points, the replay against one sequence) are config/keys.validate's, which
+    setup.make_setup runs first. Returns the replay capacity: rows per env, replay.size
+    over the envs but no more than the run fills (config.replay_rows_per_env; growing
+    --steps on resume grows the ring), or an explicit run.replay_capacity."""
     from dreamerjax.algo import nets
 
-    run = config.run
     nets.check_image_geometry(config.agent, spaces)
-    schedule_lib.check_log_points(run.steps, run.eval_every, run.num_envs)
-    capacity = replay_capacity(run)
-    length = run.batch_length + run.replay_context
-    if capacity < length:
-        raise ValueError(
-            f"replay capacity {capacity} rows per env is shorter than one batch row "
-            f"sequence ({length} = batch_length {run.batch_length} + context "
-            f"{run.replay_context}); raise --steps or replay_capacity")
-    return capacity
+    return replay_rows_per_env(config.run)
 
 
 def updates_per_tick(setup: Setup) -> np.ndarray:

@@ -14,7 +14,7 @@ from dreamerjax.run.loop import Setup
 def make_setup(config: Config) -> Setup:
     """Validate the config against the env before anything compiles; the setup of the
     env's path (compiled or host)."""
-    configs.validate(config)  # every key's check, for the Python API as for the CLI
+    configs.validate(config)  # the one check of the values (the CLI's, dreamerjax.train's)
     if envs_lib.parse_env_id(config.run.env)[0].compiled:
         return loop.make_compiled_setup(config)
     return host_loop.make_host_setup(config)

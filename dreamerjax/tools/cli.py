@@ -176,10 +176,10 @@ class TrainArgs:
                                 f"applies); start a new run from it with --config "
                                 f"{Path(self.resume) / 'config.json'} --out NEW_DIR")
         if self.resume is None:
-            # A fresh run: every check of the resolved config, the schedule's included.
-            # On resume the checkpoint's config is checked once it has been merged.
-            run = resolve_args(self)[0].run
-            check_schedule(run.steps, run.eval_every, run.num_envs)
+            # A fresh run: every check of the resolved config and its seeds
+            # (configs.validate). On resume the run's config is checked once the flags
+            # that may change it have been applied (resume_config).
+            check_config(resolve_args(self)[0], self.seeds or (0,), self)
             if not given:  # without configs, these are the values the defaults give
                 return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
                                            size=self.size or DEFAULT_SIZE,
@@ -212,26 +212,9 @@ def _check_train_dirs(args: TrainArgs) -> None:
 
 
 def _check_train_values(args: TrainArgs) -> None:
-    """Each flag's own value: size, env, seeds, lengths, ratio, CNN, devices."""
-    if args.size is not None and args.size not in SIZES:
-        raise ArgumentError(f"--size {args.size!r}: known sizes are {', '.join(SIZES)}")
-    if args.env is not None and not args.env.strip():
-        raise ArgumentError("--env must not be empty")
-    if args.seeds is not None:
-        _check_seeds(args.seeds)
+    """What is not a config value: flag combinations, the processes and devices of the run
+    (the config's values and the seeds are configs.validate's, via check_config)."""
     _check_limits(args)
-    for name in ("steps", "eval_every", "eval_episodes", "num_envs"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise ArgumentError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if args.train_ratio is not None and not (math.isfinite(args.train_ratio)
-                                             and args.train_ratio > 0):
-        raise ArgumentError(f"--train-ratio must be positive, got {args.train_ratio}")
-    for name in ("checkpoint_every", "report_every"):
-        value = getattr(args, name)
-        if value is not None and value < 0:
-            raise ArgumentError(
-                f"--{name.replace('_', '-')} must be >= 0 (0: never), got {value}")
     _check_cnn(args.cnn_mults, args.cnn_minres, args.resume is not None)
     _check_distributed(args)
     if args.devices <= 0:
@@ -294,10 +277,7 @@ class InfoArgs:
     (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
-        if self.size is not None and self.size not in SIZES:
-            raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
-        _check_cnn(self.cnn_mults, self.cnn_minres, resume=False)
-        resolve_args(self)
+        resolve_args(self)  # configs.validate, naming the flag or key
         return self
 
 
@@ -566,17 +546,33 @@ Command = (
 
 
 # ---------------------------------------------------------------------------------------
-# Checks shared with the loop
+# Checks
 
 
-def check_schedule(steps: int, eval_every: int, num_envs: int) -> None:
-    """schedule.check_log_points, its error as an ArgumentError."""
-    from dreamerjax.data.schedule import check_log_points
+def check_config(config, seeds, args) -> None:
+    """configs.validate (the one check of a run's values and seeds, as dreamerjax.train and
+    make_setup call it), its error as an ArgumentError that names the flag given."""
+    from dreamerjax.config import keys as configs
 
     try:
-        check_log_points(steps, eval_every, num_envs)
-    except ValueError as e:
-        raise ArgumentError(str(e)) from e
+        configs.validate(config, seeds=seeds)
+    except configs.ConfigError as e:
+        raise ArgumentError(_flag_first(str(e), args)) from e
+
+
+def _flag_first(message: str, args) -> str:
+    """A config check's one line on a key that a flag given on the command line set,
+    with that flag first (the key stays named): '--steps: run.steps: must be positive'."""
+    import re
+
+    from dreamerjax.config import keys as configs
+
+    key = message.split(":", 1)[0]
+    names = {**configs.FLAG_KEYS, "seeds": "seeds"}
+    for name, pattern in names.items():
+        if _given(getattr(args, name, None)) and re.fullmatch(pattern, key):
+            return f"--{name.replace('_', '-')}: {message}"
+    return message
 
 
 def _check_distributed(args) -> None:
@@ -596,20 +592,10 @@ def _check_cnn(mults, minres, resume: bool) -> None:
     if resume and (mults is not None or minres is not None):
         raise ArgumentError("--cnn-mults / --cnn-minres fix the network's shapes: they cannot "
                             "change on --resume (the checkpoint's apply)")
-    if mults is not None and (not mults or any(m <= 0 for m in mults)):
-        raise ArgumentError(f"--cnn-mults needs one or more positive integers, got {mults}")
-    if minres is not None and minres <= 0:
-        raise ArgumentError(f"--cnn-minres must be positive, got {minres}")
 
 
-# Upper bounds: counters are int32 on device; beyond these a value is a typo, and
-# refusing it here costs nothing while finding out later costs a compile.
-INT32_MAX = 2**31 - 1
-LIMITS = {"steps": INT32_MAX, "eval_every": INT32_MAX, "checkpoint_every": INT32_MAX,
-          "report_every": INT32_MAX,
-          "num_envs": 2**20, "eval_episodes": 2**20, "train_ratio": 2**20,
-          "devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1,
-          "cnn_minres": 2**12}
+# Upper bounds of the flags that are not config values (those are configs.validate's).
+LIMITS = {"devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1}
 
 
 def _check_limits(args) -> None:
@@ -617,10 +603,6 @@ def _check_limits(args) -> None:
         value = getattr(args, name, None)
         if value is not None and value > limit:
             raise ArgumentError(f"--{name.replace('_', '-')} {value}: at most {limit}")
-    if args.seeds is not None and max(args.seeds, default=0) > INT32_MAX:
-        raise ArgumentError(f"--seeds {max(args.seeds)}: at most {INT32_MAX}")
-    if args.cnn_mults is not None and max(args.cnn_mults, default=0) > 2**10:
-        raise ArgumentError(f"--cnn-mults {max(args.cnn_mults)}: at most {2**10}")
 
 
 def _flag_kinds(cls) -> dict[str, tuple[str, Any]]:
@@ -701,16 +683,6 @@ def _check_flag_value(flag: str, kind: str, typ: Any, value: str) -> None:
         raise ArgumentError(f"{flag} {value!r}: not a path")
 
 
-def _check_seeds(seeds: Sequence[int]) -> None:
-    if not seeds:
-        raise ArgumentError("--seeds needs at least one seed")
-    if len(set(seeds)) != len(seeds):
-        dup = sorted({s for s in seeds if list(seeds).count(s) > 1})
-        raise ArgumentError(f"--seeds must be unique; repeated: {dup}")
-    if any(s < 0 for s in seeds):
-        raise ArgumentError(f"--seeds must be non-negative, got {list(seeds)}")
-
-
 def _check_new_run_dir(path: Path) -> None:
     from dreamerjax.run import lock as runlock  # no JAX: the library's own check
 
@@ -766,7 +738,7 @@ def resolve_args(args: TrainArgs | InfoArgs):
         return configs.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, **flags)
     except configs.ConfigError as e:
-        raise ArgumentError(str(e)) from e
+        raise ArgumentError(_flag_first(str(e), args)) from e
 
 
 def config_from_args(args: TrainArgs | InfoArgs):
@@ -779,7 +751,12 @@ def _given_flags(args: TrainArgs) -> dict[str, Any]:
     from dreamerjax.config import keys as configs
 
     names = ("size", "seeds", "tiny", *configs.FLAG_KEYS)
-    return {n: getattr(args, n) for n in names if getattr(args, n) not in (None, False)}
+    return {n: getattr(args, n) for n in names if _given(getattr(args, n))}
+
+
+def _given(value: Any) -> bool:
+    """A flag's value as given: not None, and a switch only when on (0 is a value)."""
+    return value is not None and value is not False
 
 
 def _saved_flags(config, seeds) -> dict[str, Any]:
@@ -798,7 +775,7 @@ def _saved_flags(config, seeds) -> dict[str, Any]:
 
 def resume_config(args: TrainArgs):
     """(config, seeds) of `--resume RUN`: the run's config.json with the flags that may
-    change applied; ArgumentError naming the first flag that conflicts with it."""
+    change applied, validated; ArgumentError naming the first flag that conflicts with it."""
     from dreamerjax.config.keys import steps_may_grow
     from dreamerjax.run.records import read_run_config
 
@@ -821,8 +798,9 @@ def resume_config(args: TrainArgs):
                                 "cannot change on --resume (start a new run with --out)")
     run = dataclasses.replace(
         config.run, **{k: v for k, v in _given_flags(args).items() if k in may_change})
-    check_schedule(run.steps, run.eval_every, run.num_envs)
-    return dataclasses.replace(config, run=run), tuple(seeds)
+    resumed = dataclasses.replace(config, run=run)
+    check_config(resumed, seeds, args)
+    return resumed, tuple(seeds)
 
 
 def train_command(args: TrainArgs) -> int:
