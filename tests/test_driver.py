@@ -205,6 +205,12 @@ def test_status_line_is_one_greppable_line():
     assert line == ("[dreamerjax] rows 1600 updates 281 eval_return 10.5 train_return 20.0 "
                     "wm_loss 10.500 actor_entropy 0.500 updates/s 2.50")
     assert driver.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
+    # e3f0224's metrics name the entropy `ent/action` (driver.STATUS_METRICS)
+    train["ent/action"] = train.pop("ent/action/mean")
+    recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
+            for s in (0, 1)]
+    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    assert driver.status_line(point, 2.5, scales) == line
 
 
 def test_bad_config_is_refused_before_compiling(tmp_path):

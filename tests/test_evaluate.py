@@ -1,4 +1,4 @@
-"""train.evaluate stops when its last episode ends: the same returns and lengths as a
+"""loop.evaluate stops when its last episode ends: the same returns and lengths as a
 scan over all episode_limit ticks (the implementation before), in fewer ticks."""
 
 
@@ -10,7 +10,7 @@ from _benchmarks import load
 from _runs import small_config
 
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.run import loop as train_lib
+from dreamerjax.run import loop
 from dreamerjax.run import setup as setup_lib
 
 EPISODES = 3
@@ -38,7 +38,7 @@ def test_evaluate_stops_early_with_the_full_scans_results(episode_limit, mode):
     seeds = (0, 1)
     params = _params(setup, seeds)
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 10**6) for s in seeds])
-    new = jax.jit(jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, EPISODES, mode,
+    new = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, EPISODES, mode,
                                                            with_ticks=True)))
     old = jax.jit(jax.vmap(lambda p, k: _full_scan(setup, p, k, EPISODES, mode)))
     ret, length, ticks = (np.asarray(x) for x in new(params, keys))
@@ -54,7 +54,7 @@ def test_evaluate_stops_early_with_the_full_scans_results(episode_limit, mode):
     else:  # the untrained policy drops the pole long before CartPole's 500 steps
         assert limit == 500 and ticks.max() < limit
     # One seed alone stops at its own last episode, with the same numbers.
-    one = jax.jit(lambda p, k: train_lib.evaluate(setup, p, k, EPISODES, mode,
+    one = jax.jit(lambda p, k: loop.evaluate(setup, p, k, EPISODES, mode,
                                                   with_ticks=True))
     p0 = jax.tree.map(lambda x: x[0], params)
     r0, l0, t0 = (np.asarray(x) for x in one(p0, keys[0]))

@@ -11,8 +11,7 @@ import jax
 import pytest
 from _runs import small_argv, small_config
 
-from dreamerjax.run import loop as train_lib
-from dreamerjax.run import memory
+from dreamerjax.run import loop, memory
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.tools import cli
 
@@ -24,7 +23,7 @@ def _setup():
 
 def test_replay_bytes_equal_the_replay_the_state_holds():
     setup = _setup()
-    state = jax.eval_shape(lambda k: train_lib.init_seed(setup, k), jax.random.PRNGKey(0))
+    state = jax.eval_shape(lambda k: loop.init_seed(setup, k), jax.random.PRNGKey(0))
     data = jax.tree.leaves(state.replay.data)
     held = sum(math.prod(x.shape) * x.dtype.itemsize for x in data)
     assert memory.replay_bytes(setup, 1) == held == 8 * 64 * memory.row_bytes(setup)

@@ -8,8 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from dreamerjax.run import driver
-from dreamerjax.run import loop as train_lib
+from dreamerjax.run import driver, loop
 from dreamerjax.tools import bench
 
 # MinAtar's 10 x 10 frames with the two-stage CNN its geometry needs (as tests/test_bench).
@@ -27,10 +26,10 @@ def _setup(how: str):
 
 def test_auto_is_threads_on_cpu_and_explicit_values_stay():
     assert jax.default_backend() == "cpu"
-    assert train_lib.seed_loop(_setup("auto")) == "threads"
-    assert train_lib.seed_loop(_setup("threads")) == "threads"
-    assert train_lib.seed_loop(_setup("vmap")) == "vmap"
-    assert train_lib.seed_loop(_setup("map")) == "map"
+    assert loop.seed_loop(_setup("auto")) == "threads"
+    assert loop.seed_loop(_setup("threads")) == "threads"
+    assert loop.seed_loop(_setup("vmap")) == "vmap"
+    assert loop.seed_loop(_setup("map")) == "map"
 
 
 def test_map_on_several_devices_is_refused():

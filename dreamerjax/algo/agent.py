@@ -508,11 +508,8 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     return sg(traj), sg(acts)
 
 
-def slow_target(cfg: AgentConfig, slow_logits, critic_logits_):
-    """The critic's regulariser target (agent.py:339-340): the slow critic's expectation.
-    `critic_logits_` (the fast critic) is unused by the reference; it is passed so that a
-    test can inject the bug of regularising towards the fast critic."""
-    del critic_logits_
+def slow_target(cfg: AgentConfig, slow_logits):
+    """The critic's regulariser target (agent.py:339-340): the slow critic's expectation."""
     return sg(twohot_expectation(cfg, slow_logits, critic_bins(cfg)))
 
 
@@ -534,7 +531,7 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     c_logits = critic_logits(params["critic"], cfg, inp)
     s_logits = critic_logits(slow, cfg, inp)
     val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
-    slowval = slow_target(cfg, s_logits, c_logits)
+    slowval = slow_target(cfg, s_logits)
     tarval = sg(val)  # slowtar False
     if nets.is_head(cfg):
         ret, weight = imagined_returns_head(rew, con, tarval, cfg.return_lambda,
@@ -607,7 +604,7 @@ def replay_critic_loss(params, slow, cfg: AgentConfig, data: dict, x, ret):
     bins = critic_bins(cfg)
     B, T = data["is_first"].shape
     logits = critic_logits(params["critic"], cfg, x)
-    slowval = slow_target(cfg, critic_logits(slow, cfg, x), logits)
+    slowval = slow_target(cfg, critic_logits(slow, cfg, x))
     boot = ret[:, 0].reshape((B, T))
     replay_ret = sg(replay_return(
         data["reward"].astype(f32), boot, data["is_terminal"], data["is_last"],
@@ -697,8 +694,9 @@ def batch_stats(data_axis: str | None):
 def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, parts: dict,
                       losses: dict, data_axis: str | None = None) -> dict:
     """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
-    @e3f0224), plus our `<term>_loss` means that the driver and the plots read. Under
-    data_axis they are those of the whole batch (`batch_stats`)."""
+    @e3f0224), plus our `<term>_loss` means that the driver and the plots read (the
+    status line reads `ent/action` by this name: driver.STATUS_METRICS). Under data_axis
+    they are those of the whole batch (`batch_stats`)."""
     mean, std, min_, max_ = batch_stats(data_axis)
     metrics = {k: mean(v) for k, v in wm["metrics"].items()}  # means over the batch
     adv, ret = parts["adv"], img["ret"]
@@ -716,7 +714,6 @@ def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, par
     for k, v in losses.items():
         metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = mean(v)
         metrics[f"{k}_loss"] = mean(v)
-    metrics["ent/action/mean"] = metrics["ent/action"]  # the name the driver's log reads
     return metrics
 
 

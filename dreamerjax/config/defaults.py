@@ -127,15 +127,6 @@ class LossScales:
     critic: float = 1.0
     replay_critic: float = 0.3
 
-    @property
-    def dec(self) -> float:
-        """The decoder scale where the caller cannot tell image keys from vector keys;
-        only defined while dec_cnn == dec_mlp."""
-        if self.dec_cnn != self.dec_mlp:
-            raise ValueError(f"loss_scales.dec_cnn ({self.dec_cnn}) != loss_scales.dec_mlp "
-                             f"({self.dec_mlp}): take the scale of the key's kind")
-        return self.dec_mlp
-
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -346,7 +337,7 @@ class DMCConfig:
 
 @dataclass(frozen=True)
 class CraftaxConfig:
-    """env.craftax (ours; envs/craftax.make): the stored image size of the Pixels tasks,
+    """env.craftax (ours; envs/compiled/craftax.make): the stored image size of the Pixels tasks,
     64 x 64 as the reference's env.crafter.size (configs.yaml:80 @29eb964)."""
 
     size: tuple[int, int] = (64, 64)
@@ -354,7 +345,7 @@ class CraftaxConfig:
 
 @dataclass(frozen=True)
 class PlaygroundConfig:
-    """env.playground (ours; envs/playground.make): the action repeat of the reference's
+    """env.playground (ours; envs/compiled/playground.make): the action repeat of the reference's
     env.dmc.repeat (configs.yaml:84 @29eb964) and MJX's implementation ("jax" on CPU,
     "warp" on a GPU). The episode is Playground's 1,000 control steps over the repeat
     unless wrapper.length sets it."""
@@ -365,7 +356,7 @@ class PlaygroundConfig:
 
 @dataclass(frozen=True)
 class BraxConfig:
-    """env.brax (ours; envs/brax.make): Brax's physics backend and the action repeat
+    """env.brax (ours; envs/compiled/brax.make): Brax's physics backend and the action repeat
     (1, as Brax trains). The episode is 1,000 agent steps unless wrapper.length sets it."""
 
     backend: str = "generalized"

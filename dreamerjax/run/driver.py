@@ -202,7 +202,7 @@ def _episodes(ends, seeds, first_tick: int) -> list[dict]:
             seed=seeds[i], worker=w, row_last=first_tick + t + 1,
             length=ends.length[t, i, w], score=ends.score[t, i, w],
             terminal=ends.terminal[t, i, w],
-            **{k: v[t, i, w] for k, v in getattr(ends, "stats", {}).items()}))
+            **{k: v[t, i, w] for k, v in ends.stats.items()}))
     out.sort(key=lambda e: (e["seed"], e["row_last"], e["worker"]))
     return out
 
@@ -247,7 +247,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoi
             eval_returns=host["rets"][i].tolist(), eval_lengths=host["lens"][i].tolist(),
             train_means=metric_window.result(host["window"], i),
             retnorm={"lo": lo, "hi": hi, "scale": max(cfg.agent.retnorm.limit, hi - lo)}))
-    keys = [name for name, _ in getattr(setup.spec, "episode_keys", ())]
+    keys = [name for name, _ in setup.spec.episode_keys]
     for rec in recs:
         mine = [e for e in episodes if e["seed"] == rec["seed"]]
         scores = [e["score"] for e in mine]
@@ -277,6 +277,10 @@ def _should_report(config: Config, log_index: int, num_logs: int) -> bool:
 
 
 NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
+# The status line's figures read from a window's metric means: figure -> the metric names
+# that carry it, the first one a record has (29eb964's tensorstats mean, e3f0224's own
+# scalar: agent.loss_metrics, agent.loss_metrics_head). wm_loss is world_model_loss's.
+STATUS_METRICS = {"actor_entropy": ("ent/action/mean", "ent/action")}
 
 
 def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | None:
@@ -304,7 +308,9 @@ def status_line(point: LogPoint, updates_per_s: float, scales: Mapping[str, floa
     updated = recs[0]["updates"] > 0
     if updated:
         shown["wm_loss"] = mean((world_model_loss(r["train"], scales) for r in recs), ".3f")
-        shown["actor_entropy"] = mean((r["train"].get("ent/action/mean") for r in recs), ".3f")
+        for figure, names in STATUS_METRICS.items():
+            shown[figure] = mean((next((r["train"][n] for n in names if n in r["train"]), None)
+                                  for r in recs), ".3f")
         shown["updates/s"] = f"{updates_per_s:.2f}"
         # Then every scalar of the records (mean over seeds) but the two shown above.
         names = dict.fromkeys(k for r in recs for k in records.tb_scalars(r))

@@ -47,8 +47,7 @@ def spaces_of(spec: host_lib.HostSpec, config: Config) -> agent_lib.Spaces:
     acfg = config.agent
     return agent_lib.Spaces(
         spec.obs_space, spec.discrete, spec.num_actions if spec.discrete else spec.action_dims,
-        enc_spaces=getattr(acfg, "enc_spaces", ".*"), dec_spaces=getattr(acfg, "dec_spaces",
-                                                                          ".*"))
+        enc_spaces=acfg.enc_spaces, dec_spaces=acfg.dec_spaces)
 
 
 def make_host_setup(config: Config) -> Setup:
@@ -80,7 +79,7 @@ def episode_limit(setup: Setup) -> int:
 
 
 def init_host_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
-    """train.init_seed without env state: the agent, an empty replay, the policy carry.
+    """loop.init_seed without env state: the agent, an empty replay, the policy carry.
     The key is split as init_seed splits it, so a seed's agent starts from the same
     parameters on both paths."""
     run, cfg = setup.run, setup.config.agent

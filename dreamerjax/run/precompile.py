@@ -75,7 +75,7 @@ def child(spec: dict) -> dict:
 
 def precompile(setup, seeds, devices: int = 1, report: bool = True,
                timeout: float | None = None) -> dict | None:
-    """Fill the persistent cache with the programs of a run of `setup` (train.Setup) from
+    """Fill the persistent cache with the programs of a run of `setup` (loop.Setup) from
     a child process. Returns the child's figures (seconds per function, its peak RSS, wall
     seconds), or None when skipped (no cache directory, several processes, host envs) or
     the child failed."""

@@ -16,8 +16,7 @@ import numpy as np
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.envs.host import base as host_lib
-from dreamerjax.run import host_loop
-from dreamerjax.run import loop as train_lib
+from dreamerjax.run import host_loop, loop
 from dreamerjax.viz import video
 
 
@@ -40,7 +39,7 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
         def step(c, k):
             env, row, carry, done = c
             k_pol, k_env = jax.random.split(k)
-            _, carry, env2, row2, _ = train_lib.act_and_step(
+            _, carry, env2, row2, _ = loop.act_and_step(
                 setup, params, carry, row, env, k_pol, k_env, mode)
             out = {"obs": row2["obs"], "reward": row2["reward"], "done": done,
                    "env_state": env2.env_state}

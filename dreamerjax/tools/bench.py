@@ -24,7 +24,7 @@ What is timed, all with the real functions of the training loop (run/loop.py):
 
 `dreamerjax bench --env ID` times a whole run instead (run_env_bench): the protocol's
 schedule (train ratio 512, batch 16 x 64, 1m, 16 envs, one seed) through the run's own
-Trainer (driver.make_trainer: the compiled chunk, or host_loop.HostTrainer for gym_,
+Trainer (trainers.make_trainer: the compiled chunk, or trainers.HostTrainer for gym_,
 atari_, dmc_, crafter_ ids), chunk by chunk: rows per second of acting alone (the chunks
 before the replay's gate, which owe no updates: policy + env step + replay insert) and
 updates per second of the chunks after it (acting, inserting and the 8 updates owed per

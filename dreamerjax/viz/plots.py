@@ -19,7 +19,8 @@ import numpy as np
 METRIC_GROUPS: dict[str, tuple[str, ...]] = {
     "losses": ("dyn_loss", "rep_loss", "reward_loss", "cont_loss", "vector_loss",
                "image_loss", "actor_loss", "critic_loss", "replay_critic_loss"),
-    "entropy": ("ent/action/mean", "rand/action/mean"),
+    # 29eb964's tensorstats means, then e3f0224's scalars (a run has one pair).
+    "entropy": ("ent/action/mean", "rand/action/mean", "ent/action", "rand/action"),
     "retnorm": ("retnorm/lo", "retnorm/hi", "retnorm/scale"),
 }
 """Figure name -> record keys (train window means; retnorm/* from the record's retnorm)."""

@@ -9,7 +9,7 @@ A host env (one Python object per env instance) has
     close()
 
 Observations are a dict of named keys: vectors float32 [D], images uint8 [H, W, C]; rows
-carry them under `obs` (the row schema, dreamerjax/schema.py).
+carry them under `obs` (the row schema, data/schema.py).
 `info["episode_log"]`, the running per-episode extras named by `spec.episode_keys`
 (Crafter's achievement counts), is reported in the episode end's `stats`, whichever limit
 ends it.
