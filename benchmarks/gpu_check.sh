@@ -6,10 +6,12 @@
 #   SCORES=reference_scores/dmc_proprio-dreamerv3.json.gz benchmarks/gpu_check.sh OUT
 #   SMOKE=1 SCORES=FILE benchmarks/gpu_check.sh OUT   # on a CPU: tiny, 2 seeds, 160 rows
 #   SMOKE=1 BENCH_S=250 SCORES=FILE benchmarks/gpu_check.sh OUT   # ... and tiny benches
+#   SMOKE=1 DATA_S=300 TRAIN_S=0 benchmarks/gpu_check.sh OUT   # the data stage on 2 mock CPUs
 #
 # Knobs (environment): BUDGET (s, 540), BENCH_S (the first bench's limit, 100; 0: no
-# benches), TRAIN_S (290), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON
-# (python3), WORK (a fresh temporary folder).
+# benches), DATA_S (the data stage's limit, 90; 0: skipped; with SMOKE=1 0 unless set),
+# TRAIN_S (290), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON (python3), WORK
+# (a fresh temporary folder).
 #
 # SCORES is the reference's scores/dmc_proprio-dreamerv3.json.gz (danijar/dreamerv3 at
 # 29eb964), read at run time and never copied into this repository (docs/performance.md,
@@ -21,6 +23,12 @@
 #            the check stops here (exit 2) unless SMOKE=1
 #   bench    benchmarks/gpu.sh for the 1m float32 update (the CartPole protocol's, the one
 #            the CPU figures of docs/performance.md measure), 1 and 16 vmapped seeds
+#   data     benchmarks/data_parallel.py: one seed of that configuration trained
+#            data-parallel (jax.train_devices) over N = 1, 2, 4, ... of the machine's
+#            devices, each N in its own process, the chunks after the replay's gate timed;
+#            the Ns finished within DATA_S are kept. With SMOKE=1 (tiny, 1 timed chunk
+#            of 1 tick) on 2 mock CPU devices (XLA_FLAGS=...device_count=2 for that
+#            process alone): a check that it runs, no speed figure
 #   train    playground_CartpoleBalance configured as the reference runs dmc_proprio
 #            (--configs dmc_proprio: 12m, train ratio 512, 16 envs per seed, action repeat
 #            2) with the reference's bfloat16 compute, SEEDS vmapped, evaluated every
@@ -42,8 +50,9 @@
 # for seeds.
 #
 # OUT receives at most 8 files: gpu_check.json, gpu_check_log.txt
-# (every stage's output), run_config.json, run_records.jsonl, run_episodes.jsonl and the
-# bench JSONs. Everything else stays in WORK (a temporary folder).
+# (every stage's output), run_config.json, run_records.jsonl, run_episodes.jsonl,
+# data_parallel.json and the 2 bench JSONs. Everything else stays in WORK (a temporary
+# folder).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${1:-results/bench/gpu_$(date -u +%Y%m%d)}
@@ -52,6 +61,7 @@ SMOKE=${SMOKE:-0}
 SCORES=${SCORES:-}
 BUDGET=${BUDGET:-540}
 BENCH_S=${BENCH_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 100)}  # the bench stage's limit; 0: no benches
+DATA_S=${DATA_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 90)}  # the data stage's limit; 0: skipped
 TRAIN_S=${TRAIN_S:-290}    # the train stage's limit, start-up and compile included
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}
 if [ "$SMOKE" = 1 ]; then
@@ -63,10 +73,13 @@ if [ "$SMOKE" = 1 ]; then
                 --set jax.compute_dtype=float32 --set batch_size=4 --set batch_length=17
                 --set run.train_ratio=32)
     bench_sizes=(tiny tiny); bench_dtypes=(float32 bfloat16)
+    data_args=(--tiny --rounds 1 --stretch 1)
+    data_env=(XLA_FLAGS="${XLA_FLAGS:-} --xla_force_host_platform_device_count=2")
 else
     SEEDS=${SEEDS:-0 1 2 3}; ROWS=${ROWS:-64000}; EVAL_EVERY=${EVAL_EVERY:-2000}
     train_args=(--eval-episodes 10 --set jax.compute_dtype=bfloat16)
     bench_sizes=(1m 12m); bench_dtypes=(float32 bfloat16)
+    data_args=(--size 1m); data_env=()
 fi
 mkdir -p "$OUT" "$WORK/bench"
 LOG="$OUT/gpu_check_log.txt"
@@ -133,6 +146,18 @@ bench_stage() {
     keep "$WORK/bench/bench_${size}_${dtype}.json" "bench_${size}_${dtype}.json"
 }
 
+# data_stage: benchmarks/data_parallel.py over 1, 2, 4, ... devices into WORK; its own
+# --limit a little inside the stage's, so that it stops a worker and still writes its JSON.
+data_stage() {
+    if (( DATA_S <= 0 )); then skip data "DATA_S=0"; return; fi
+    local limit=$DATA_S avail=$(( $(left) - RESERVE ))
+    (( limit > avail )) && limit=$avail
+    stage data "$limit" env PYTHONUNBUFFERED=1 ${data_env[@]+"${data_env[@]}"} \
+        "$PY" benchmarks/data_parallel.py "${data_args[@]}" --limit $(( limit - 15 )) \
+        --out "$WORK/data_parallel.json"
+    keep "$WORK/data_parallel.json" data_parallel.json
+}
+
 stage devices 120 "$PY" benchmarks/gpu_check.py devices --out "$WORK/devices.json"
 if [ "$SMOKE" != 1 ] && ! grep -q '"backend": "gpu"' "$WORK/devices.json" 2>/dev/null; then
     echo "gpu_check: no GPU backend (see $OUT/gpu_check.json); stopping" >&2
@@ -141,6 +166,7 @@ fi
 cp "$WORK/devices.json" "$WORK/bench/devices.json"  # gpu.sh keeps it: no second probe
 
 bench_stage bench "$BENCH_S" 0
+data_stage
 
 if grep -q '"playground_import_error": null' "$WORK/devices.json"; then
     read -r -a seeds <<< "$SEEDS"

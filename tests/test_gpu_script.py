@@ -1,7 +1,8 @@
 """The prepared GPU check (benchmarks/gpu_check.sh, benchmarks/gpu_check.py): the published
 scores format read, interpolated and compared on a synthetic file in the reference's format
 (never the reference's own), and the whole script in its SMOKE mode on this CPU: a tiny
-two-seed Playground run, its curve compared with the synthetic curve, the one JSON."""
+two-seed Playground run, its curve compared with the synthetic curve, the one JSON; and
+(slow) its data stage, benchmarks/data_parallel.py on 2 mock CPU devices."""
 
 import gzip
 import importlib.util
@@ -16,6 +17,7 @@ import pytest
 from _xla import QUICK_CODEGEN
 
 check = _benchmarks.load("gpu_check.py")
+data_parallel = _benchmarks.load("data_parallel.py")
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 
@@ -87,6 +89,19 @@ def test_points_are_placed_against_the_published_range(tmp_path):
     assert [p["position"] for p in none] == [None] * 3
 
 
+def test_the_json_takes_the_data_stages_result_and_keeps_no_absolute_path(tmp_path):
+    assert check.assemble(str(tmp_path), None, True, 60)["data_parallel"] is None
+    (tmp_path / "data_parallel.json").write_text('{"runs": [], "speedup": {}}')
+    assert check.assemble(str(tmp_path), None, True, 60)["data_parallel"] == {
+        "runs": [], "speedup": {}}
+    root = data_parallel.ROOT
+    assert data_parallel.portable_argv(
+        ["--tiny", "--out", str(tmp_path / "dp.json"), f"--out={root}/results/x.json",
+         "--set", "batch_size=4"]) == [
+        "benchmarks/data_parallel.py", "--tiny", "--out", "dp.json",
+        "--out=results/x.json", "--set", "batch_size=4"]
+
+
 def _run(out, tmp_path, **env):
     # The tiers' quick code generation (tests/_xla.py): the smoke's numbers are not what is
     # checked, and it compiles faster.
@@ -118,7 +133,9 @@ def test_smoke_mode_trains_compares_and_writes_the_json(tmp_path):
     assert result["smoke"] and result["devices"]["backend"] == "cpu"
     assert result["devices"]["playground_import_error"] is None
     assert [(s["stage"], s["status"]) for s in result["stages"]] == [
-        ("devices", "ok"), ("bench", "skipped"), ("train", "ok"), ("bench2", "skipped")]
+        ("devices", "ok"), ("bench", "skipped"), ("data", "skipped"), ("train", "ok"),
+        ("bench2", "skipped")]
+    assert result["data_parallel"] is None
     train = result["train"]
     assert train["config"]["run"]["env"] == "playground_CartpoleBalance"
     assert train["config"]["seeds"] == [0, 1] and train["env_steps_per_row"] == 2
@@ -161,3 +178,30 @@ def test_smoke_with_benches_and_a_train_stage_cut_short(tmp_path):
         assert result["bench"][f"tiny_{dtype}"] == bench
         assert set(bench["seconds_per_update_per_seed"]) == {"1", "2"}
     assert result["train"] is None or result["train"]["log_points"] == 0
+
+
+@pytest.mark.slow  # two tiny workers, each compiling its chunk: ~3 minutes on 2 shared cores
+def test_smoke_data_stage_trains_one_seed_on_one_and_two_mock_devices(tmp_path):
+    """The data stage alone (the train stage's limit 0): benchmarks/data_parallel.py on 2
+    forced host devices, N = 1 and 2, its JSON in OUT and in the one JSON."""
+    out = tmp_path / "out"
+    proc = _run(out, tmp_path, SMOKE="1", DATA_S="400", TRAIN_S="0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert [(s["stage"], s["status"]) for s in result["stages"]] == [
+        ("devices", "ok"), ("bench", "skipped"), ("data", "ok"), ("train", "skipped"),
+        ("bench2", "skipped")]
+    data = json.loads((out / "data_parallel.json").read_text())
+    assert result["data_parallel"] == data
+    assert data["device_kinds"] == ["cpu", "cpu"] and "mock CPU devices" in data["note"]
+    assert data["config"]["size"] == "tiny" and data["config"]["batch_size"] == 16
+    assert not any(os.path.isabs(a) for a in data["argv"])
+    assert data["commit"] == result["git_commit"]
+    runs = {r["data_devices"]: r for r in data["runs"]}
+    assert sorted(runs) == [1, 2], data["runs"]
+    assert runs[1]["mesh"] is None and runs[2]["mesh"] == {"seed": 1, "data": 2}
+    assert runs[2]["envs_per_device"] == runs[2]["batch_per_device"] == 8
+    for r in runs.values():
+        assert r["updates_per_s"] > 0 and r["rows_per_s"] > 0 and r["compile_seconds"] > 0
+        assert r["compile_seconds_later_chunks"] == 0 and r["peak_rss_mib"] > 0
+    assert set(data["speedup"]) == {"1", "2"} and data["speedup"]["1"] == 1
