@@ -103,6 +103,13 @@ def _train_error(argv, capsys):
     (["--resume", "{tmp}/full", "--tiny"], "--tiny True conflicts"),
     (["--resume", "{tmp}/full", "--steps", "800"], "steps may only grow"),
     (["--resume", "{tmp}/full", "--steps", "20016"], "must divide run.steps (20016)"),
+    (["--resume", "{tmp}/full", "--set", "batch_size=8"],
+     "--set batch_size=8: batch_size cannot change on --resume"),
+    (["--resume", "{tmp}/full", "--batch_size", "8"],
+     "--set batch_size=8: batch_size cannot change on --resume"),
+    (["--resume", "{tmp}/full", "--configs", "debug"], "--configs cannot change a run"),
+    (["--resume", "{tmp}/full", "--logger.outputs", "jsonl", "scope"],
+     "logger.outputs: 'scope' is not an output here"),
     (["--resume", "{tmp}/noconfig"], "cannot read the run's config"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):

@@ -101,12 +101,34 @@ def test_resume_refuses_config_changes(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"seeds": [0]}))
-    for flag in (["--configs", "size12m"], ["--set", "opt.lr=1e-3"],
-                 ["--config", str(run / "config.json")]):
+    for flag, message in ((["--configs", "size12m"], "--configs cannot change a run"),
+                          (["--set", "opt.lr=1e-3"],
+                           "--set opt.lr=1e-3: opt.lr cannot change on --resume"),
+                          (["--config", str(run / "config.json")],
+                           "--config cannot change a run")):
         assert cli.main(["train", "--resume", str(run), *flag]) == 2
         err = capsys.readouterr().err
-        assert f"{flag[0]} cannot change a run on --resume" in err
+        assert message in err and err.count("\n") == 1
         assert "--config" in err and "config.json" in err
+
+
+def test_resume_applies_the_keys_that_may_change(tmp_path):
+    """--resume takes --logger.outputs (as --set logger.outputs=...) and the resumable
+    flags, a 0 included (--checkpoint-every 0: no further checkpoints)."""
+    from dreamerjax.config.defaults import Config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(Config(size="1m").to_dict() | {"seeds": [0]}))
+    for argv in (["--logger.outputs", "jsonl", "mlflow"],
+                 ["--set", "logger.outputs=jsonl,mlflow"]):
+        argv = C.rewrite_key_flags(argv, ["set"])  # as cli.main reads the reference's form
+        args = cli.parse(["train", "--resume", str(run), "--checkpoint-every", "0",
+                          "--steps", "20000", *argv]).validate()
+        config, seeds = cli.resume_config(args)
+        assert config.logger.outputs == ("jsonl", "mlflow") and seeds == (0,)
+        assert (config.run.checkpoint_every, config.run.steps) == (0, 20000)
+        assert config.agent == Config().agent and config.size == "1m"
 
 
 def test_cli_and_resolve_agree():

@@ -176,6 +176,37 @@ def test_outputs_without_tensorboard_write_no_event_files(run):
     assert len(records.read_records(out)) == len(ROWS) * len(SEEDS)
 
 
+def test_outputs_may_change_on_resume(tmp_path, monkeypatch):
+    """logger.outputs may change on resume: the run stopped after row 160 with W&B and
+    resumed with MLflow and TensorBoard instead. W&B stops (its runs hold 80 and 160
+    only), MLflow starts at the resumed log point (240 only), TensorBoard's event files are
+    rebuilt from records.jsonl (every point), and config.json holds the new list."""
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B's own switch: no network
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    out = tmp_path / "changed"
+    kw = dict(progress=False, compile_cache=False)
+    driver.train(_cfg(("jsonl", "wandb")), SEEDS, str(out), stop_after_rows=STOP, **kw)
+    assert set(outputs.read_state(out)) == {"wandb"}
+    after = _cfg(("jsonl", "tensorboard", "mlflow"))
+    driver.train(after, SEEDS, str(out), resume=True, **kw)
+    state = outputs.read_state(out)
+    assert set(state) == {"wandb", "mlflow"}
+    assert records.read_run_config(out)[0].logger.outputs == after.logger.outputs
+    recs = records.read_records(out)
+    assert sorted({r["rows"] for r in recs}) == ROWS
+    client = mlflow.MlflowClient(tracking_uri=state["mlflow"]["uri"])
+    for seed in SEEDS:
+        seen = _wandb_run(out, state["wandb"]["ids"][str(seed)])
+        assert seen["files"] == 1  # the first call only
+        assert [h["_step"] for h in seen["history"] if "eval/eval_mean" in h] == ROWS[:2]
+        history = client.get_metric_history(state["mlflow"]["children"][str(seed)],
+                                            "eval/eval_mean")
+        assert [m.step for m in history] == ROWS[2:]
+    tb = records.read_scalars(out)
+    for seed in SEEDS:  # each point once
+        assert [step for tag, step, _ in tb[seed] if tag == "eval/eval_mean"] == ROWS
+
+
 def test_a_bad_output_name_is_refused_naming_the_choices(tmp_path, capsys):
     from dreamerjax.tools import cli
 

@@ -60,6 +60,10 @@ class ConfigError(ValueError):
     """A configuration key or value that cannot run, found before anything compiles."""
 
 
+class NotResumable(ConfigError):
+    """A key that cannot change when a run is resumed (with_resumed_sets)."""
+
+
 IS_PATTERN = re.compile(r".*[^A-Za-z0-9_.-].*")  # embodied/core/config.py:11
 
 
@@ -303,10 +307,12 @@ REFUSED: dict[str, str] = {
     "random_agent": "not implemented",
 }
 
-# Config fields that may differ between a checkpoint and the run resuming it: neither
-# changes a shape nor the algorithm. run.steps may only grow (steps_may_grow).
+# Config fields that may differ between a checkpoint and the run resuming it: none
+# changes a shape or the algorithm. run.steps may only grow (steps_may_grow);
+# logger.outputs: an output added starts at the resumed log point, one left out stops
+# (run/outputs.py).
 RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
-                              "run.report_every"})
+                              "run.report_every", "logger.outputs"})
 
 
 def steps_may_grow(saved: int, new: int) -> str | None:
@@ -903,6 +909,29 @@ def with_sets(config: Config, sets: Sequence[str]) -> Config:
     out = from_dotted(flat)
     validate(out)
     return out
+
+
+def resumable_keys() -> tuple[str, ...]:
+    """The keys whose field may differ on resume (RESUMABLE_FIELDS)."""
+    return tuple(key for key, path in KEYS.items() if path in RESUMABLE_FIELDS)
+
+
+def with_resumed_sets(config: Config, sets: Sequence[str]) -> Config:
+    """A resumed run's config with `--set KEY=VALUE` items applied in order: only keys
+    that may change on resume (resumable_keys, e.g. logger.outputs), else ConfigError
+    naming the item and the key. Not validated here (the caller validates the whole)."""
+    flat = to_dotted(config)
+    new = dict(flat)
+    origin = dict.fromkeys(flat, "config")
+    for item in sets:
+        key, value = parse_set(item)
+        _apply(new, origin, {key: value}, f"--set {item}", full=True,
+               reference=config.agent.reference)
+    for key, value in new.items():
+        if value != flat[key] and key not in resumable_keys():
+            raise NotResumable(f"{origin[key]}: {key} cannot change on --resume (keys that "
+                               f"may: {', '.join(resumable_keys())})")
+    return dataclasses.replace(from_dotted(new), size=config.size)
 
 
 def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:

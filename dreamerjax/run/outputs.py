@@ -19,7 +19,10 @@ A resumed run continues the same W&B and MLflow runs: their ids are kept in
 run_dir/loggers.json from the moment they are made (a run killed before its first
 checkpoint resumes them too), with the last log point sent. The log points a killed run
 had sent after its checkpoint are run again on resume and give the same records (the run
-is deterministic), so they are not sent twice.
+is deterministic), so they are not sent twice. logger.outputs may change on resume
+(config/keys.RESUMABLE_FIELDS): `build` makes the outputs the resumed config names, so
+one added starts at the resumed log point (or, named in loggers.json by an earlier call,
+continues its runs) and one left out is not made, and stops.
 """
 
 from __future__ import annotations

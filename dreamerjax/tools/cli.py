@@ -170,10 +170,12 @@ class TrainArgs:
         checkpoint's apply)."""
         _check_train_dirs(self)
         _check_train_values(self)
+        # --set may change a resumed run's resumable keys (resume_config checks which).
         given = [f"--{n}" for n in _CONFIG_FLAGS if getattr(self, n)]
-        if self.resume is not None and given:
-            raise ArgumentError(f"{given[0]} cannot change a run on --resume (the run's config "
-                                f"applies); start a new run from it with --config "
+        refused = [f"--{n}" for n in _CONFIG_FLAGS if n != "set" and getattr(self, n)]
+        if self.resume is not None and refused:
+            raise ArgumentError(f"{refused[0]} cannot change a run on --resume (the run's "
+                                f"config applies); start a new run from it with --config "
                                 f"{Path(self.resume) / 'config.json'} --out NEW_DIR")
         if self.resume is None:
             # A fresh run: every check of the resolved config and its seeds
@@ -713,9 +715,11 @@ def _code(result: Any) -> int:
 
 
 # Resume: flags that may differ from the checkpoint's config, and how each is compared.
-# RESUMABLE_FLAGS is the list the docs quote (docs/getting-started.md, "Resume");
-# tests/test_docs_reference.py checks it against _resume_may_change() and the docs.
-RESUMABLE_FLAGS = ("--steps", "--checkpoint-every", "--report-every", "--driver-parallel")
+# RESUMABLE_FLAGS is the list the docs quote (docs/getting-started.md, "Resume"): the
+# flags of _resume_may_change() and, as --KEY (the same as --set KEY=...), the resumable
+# keys no flag sets; tests/test_docs_reference.py checks it against both and the docs.
+RESUMABLE_FLAGS = ("--steps", "--checkpoint-every", "--report-every", "--driver-parallel",
+                   "--logger.outputs")
 
 
 def _resume_may_change() -> tuple[str, ...]:
@@ -724,6 +728,14 @@ def _resume_may_change() -> tuple[str, ...]:
 
     return tuple(flag for flag, key in configs.FLAG_KEYS.items()
                  if configs.KEYS.get(key) in configs.RESUMABLE_FIELDS)
+
+
+def _resume_may_set() -> tuple[str, ...]:
+    """The keys --set may change on --resume that no flag of their own sets."""
+    from dreamerjax.config import keys as configs
+
+    flagged = set(configs.FLAG_KEYS.values())
+    return tuple(k for k in configs.resumable_keys() if k not in flagged)
 
 
 def resolve_args(args: TrainArgs | InfoArgs):
@@ -774,8 +786,10 @@ def _saved_flags(config, seeds) -> dict[str, Any]:
 
 
 def resume_config(args: TrainArgs):
-    """(config, seeds) of `--resume RUN`: the run's config.json with the flags that may
-    change applied, validated; ArgumentError naming the first flag that conflicts with it."""
+    """(config, seeds) of `--resume RUN`: the run's config.json with the flags and --set
+    keys that may change applied, validated; ArgumentError naming the first flag or key
+    that conflicts with it."""
+    from dreamerjax.config import keys as configs
     from dreamerjax.config.keys import steps_may_grow
     from dreamerjax.run.records import read_run_config
 
@@ -799,6 +813,16 @@ def resume_config(args: TrainArgs):
     run = dataclasses.replace(
         config.run, **{k: v for k, v in _given_flags(args).items() if k in may_change})
     resumed = dataclasses.replace(config, run=run)
+    try:
+        resumed = configs.with_resumed_sets(resumed, args.set)
+    except configs.NotResumable as e:
+        raise ArgumentError(f"{e}; start a new run from it with --config "
+                            f"{Path(args.resume) / 'config.json'} --out NEW_DIR") from e
+    except configs.ConfigError as e:
+        raise ArgumentError(str(e)) from e
+    why = steps_may_grow(config.run.steps, resumed.run.steps)
+    if why:
+        raise ArgumentError(f"run.steps {resumed.run.steps}: {why}")
     check_config(resumed, seeds, args)
     return resumed, tuple(seeds)
 
