@@ -51,3 +51,52 @@ def run_in_users_build(code: str, *args) -> None:
     test modules through sys.argv[1] and passes its results back through files it writes."""
     subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), *map(str, args)],
                    env=users_build_env(), check=True, timeout=600)
+
+
+def host_devices_env(count: int, env: dict | None = None) -> dict:
+    """The environment of a child whose CPU is split into `count` XLA devices (real XLA
+    devices sharing the cores: a mesh's layout and collectives, not its speed)."""
+    env = dict(os.environ if env is None else env)
+    flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={count}"
+    return dict(env, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
+
+
+def json_of_child(code: str, *args, devices: int, timeout: float = 1200) -> dict:
+    """`python -c code *args` on `devices` host devices; the JSON object it prints last."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)],
+                          env=host_devices_env(devices), capture_output=True, text=True,
+                          check=False, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_in_processes(argv: list[str], logs: list[Path], env: dict, timeout: float) -> None:
+    """`dreamerjax train *argv --distributed` as len(logs) processes on localhost, joined
+    by jax.distributed (a coordinator on a free port); each writes its output to its log.
+    Output goes to files, not pipes: a process blocked on a full pipe (its progress bar)
+    would stall the others in a collective."""
+    base = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *argv, "--distributed",
+            "--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", str(len(logs))]
+    procs = []
+    for i, log in enumerate(logs):
+        with open(log, "w") as f:
+            procs.append(subprocess.Popen([*base, "--process-id", str(i)], env=env,
+                                          stdout=f, stderr=subprocess.STDOUT))
+    try:
+        for p in procs:
+            p.wait(timeout=timeout)
+    finally:
+        for p in procs:
+            p.kill()
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log.read_text()[-4000:]

@@ -11,16 +11,13 @@ host devices in a child interpreter (XLA_FLAGS must be set before JAX starts).
   a Gymnasium CartPole seed (host envs) on 2 data devices.
 """
 
-import json
 import math
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from _runs import STEPS, UPDATES
+from _xla import json_of_child
 
 TESTS = Path(__file__).parent
 
@@ -125,13 +122,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data_parallel")
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(TESTS), str(out)], env=env,
-                          capture_output=True, text=True, check=False, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_of_child(SCRIPT, TESTS, tmp_path_factory.mktemp("data_parallel"), devices=4)
 
 
 def test_two_device_update_averages_the_whole_batch_gradient(result):

@@ -6,42 +6,14 @@ schedule."""
 
 import json
 import math
-import os
-import socket
-import subprocess
-import sys
 
 from _runs import UPDATES, small_argv
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from _xla import host_devices_env, train_in_processes
 
 
 def _two_processes(tmp_path, tag: str, argv: list[str]) -> None:
-    port = _free_port()
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    base = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *argv, "--no-precompile",
-            "--distributed", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
-    # Output goes to files, not pipes: a process blocked on a full pipe would stall the
-    # other in the gradient average.
-    logs = [tmp_path / f"{tag}{i}.log" for i in (0, 1)]
-    procs = []
-    for i, log in enumerate(logs):
-        with open(log, "w") as f:
-            procs.append(subprocess.Popen([*base, "--process-id", str(i)], env=env,
-                                          stdout=f, stderr=subprocess.STDOUT))
-    try:
-        for p in procs:
-            p.wait(timeout=1500)
-    finally:
-        for p in procs:
-            p.kill()
-    for p, log in zip(procs, logs, strict=True):
-        assert p.returncode == 0, log.read_text()[-4000:]
+    train_in_processes([*argv, "--no-precompile"],
+                       [tmp_path / f"{tag}{i}.log" for i in (0, 1)], host_devices_env(2), 1500)
 
 
 def _records(out):

@@ -3,13 +3,12 @@ the state lives sharded on a 'seed' mesh axis, and the chunk never gathers it.""
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from _runs import small_argv
+from _xla import json_of_child, train_in_processes
 
 from dreamerjax.run.records import read_records, without_timing
 
@@ -77,12 +76,7 @@ def one_device(small_whole_run):
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("devices")
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out), str(TESTS)], env=env,
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json_of_child(SCRIPT, out, TESTS, devices=2)
 
 
 def _strip(records):
@@ -140,41 +134,17 @@ def test_evaluation_runs_each_devices_seeds_without_collectives(result):
     assert result["eval_collectives"] == []
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # two processes each compile the whole run: minutes on 2 cores
 def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
     """A multi-host run on one machine: 2 processes with 1 CPU device each, joined by
     `--distributed`, train seeds 0 and 1 (one per process) into one shared run directory,
     which process 0 writes; its records are those of 2 devices in one process."""
     out = tmp_path / "run"
-    port = _free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
-    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *small_argv(), "--seeds",
-            "0", "1", "--devices", "2", "--no-compile-cache", "--out", str(out), "--distributed",
-            "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
-    # Output goes to files, not pipes: waiting on process 0 while process 1 fills an unread
-    # pipe (its progress bar) would block process 1 and, in a collective, process 0 too.
-    logs = [tmp_path / f"process{i}.log" for i in (0, 1)]
-    procs = []
-    for i, log in enumerate(logs):
-        with open(log, "w") as f:
-            procs.append(subprocess.Popen(argv + ["--process-id", str(i)], env=env,
-                                          stdout=f, stderr=subprocess.STDOUT))
-    try:
-        for p in procs:
-            p.wait(timeout=900)
-    finally:
-        for p in procs:
-            p.kill()
-    for p, log in zip(procs, logs, strict=True):
-        assert p.returncode == 0, log.read_text()[-4000:]
+    argv = [*small_argv(), "--seeds", "0", "1", "--devices", "2", "--no-compile-cache",
+            "--out", str(out)]
+    train_in_processes(argv, [tmp_path / f"process{i}.log" for i in (0, 1)], env, 900)
     with open(out / "records.jsonl") as f:
         recs = [json.loads(line) for line in f]
     two = _strip(result["records_2"])
