@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import re
@@ -349,6 +350,7 @@ FLAG_VALUES = {"data_devices": lambda n: list(range(n)) if n > 0 else [n]}
 # Field types
 
 
+@functools.cache  # validate asks for every key's, and every entry of a run validates
 def _field_type(path: str) -> Any:
     """The annotated type of a Config field path, e.g. 'agent.rssm.deter' -> int."""
     cls: Any = Config
