@@ -213,6 +213,7 @@ def test_report_every_flag(tmp_path):
     args = cli.parse(["train", "--tiny", "--report-every", "3", "--out", str(tmp_path / "a")])
     assert cli.config_from_args(args.validate()).run.report_every == 3
     bad = cli.parse(["train", "--tiny", "--report-every", "-1", "--out", str(tmp_path / "b")])
-    with pytest.raises(cli.ArgumentError, match="--report-every: run.report_every_logs: must be >= 0"):
+    with pytest.raises(cli.ArgumentError,
+                       match="--report-every: run.report_every_logs: must be >= 0"):
         bad.validate()
     assert "report_every" in cli._resume_may_change()  # pictures only: a resume may change it
