@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _xla import users_build_env
 
 from dreamerjax.tools.parity.agent_checks import data_devices_of
 
@@ -28,8 +29,12 @@ FAMILIES = {
 
 
 def _parity(directory: Path) -> subprocess.CompletedProcess:
+    """The command as users run it, compiled as their programs compile (users_build_env:
+    without the tier's quick code generation, under which HEAD's update moves 2 elements
+    whose gradients nearly cancel by a whole other learning-rate step)."""
     return subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "parity", "--strict",
-                           str(directory)], capture_output=True, text=True, timeout=1500)
+                           str(directory)], env=users_build_env(), capture_output=True,
+                          text=True, timeout=1500)
 
 
 @pytest.fixture(scope="module")
