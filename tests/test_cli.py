@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -156,7 +157,8 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "eval_command", lambda a: calls.append(("eval", a)) or 0)
     monkeypatch.setattr(cli, "info_command", lambda a: calls.append(("info", a)) or 3)
     _fake_module(monkeypatch, "dreamerjax.tools.parity",
-                 main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1)
+                 main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1,
+                 host_devices_flags=lambda d, env: None)
     _fake_module(monkeypatch, "dreamerjax.tools.protocol",
                  compare_main=lambda run, ref, out, seeds=None, smoke=False:
                  calls.append(("compare", run, ref, out, seeds, smoke)) or 0)
@@ -182,27 +184,46 @@ def test_dispatch_calls_implementations(tmp_path, monkeypatch):
 
 
 def test_demo_runs_train(tmp_path, monkeypatch, capsys):
+    # The demo's code path with the training replaced (its learning is the slow tier's
+    # tests/test_demo_learns.py): the demo's settings reach train, the artifacts are made,
+    # the last line says what was learned and where the pictures are.
     seen = {}
 
     def train_command(args):
         seen["args"] = args
         args.out.mkdir(parents=True)
         (args.out / "curves.png").write_bytes(b"")
+        (args.out / "records.jsonl").write_text(
+            json.dumps({"seed": args.seeds[0], "rows": args.steps, "eval_mean": 212.4}) + "\n")
         return 0
 
     from dreamerjax.run import driver
 
+    made = []
     monkeypatch.setattr(cli, "train_command", train_command)
-    monkeypatch.setattr(driver, "eval_artifacts", lambda run, report, video: [video])
+    monkeypatch.setattr(driver, "eval_artifacts",
+                        lambda run, report, video: made.append((run, report, video)) or [video])
     out = tmp_path / "demo"
-    assert cli.main(["demo", "--out", str(out)]) == 0
+    assert cli.main(["demo", "--out", str(out), "--seed", "3"]) == 0
     args = seen["args"]
     assert args.steps % args.eval_every == 0 and args.eval_every % args.num_envs == 0
-    assert args.seeds == (0,) and args.size == "1m" and not args.tiny
-    printed = capsys.readouterr().out
-    assert str(out / "curves.png") in printed and str(out / "episode.mp4") in printed
-    # a second demo into the same directory is refused before training
+    assert args.seeds == (3,) and args.size == "1m" and not args.tiny
+    assert (args.train_ratio, args.set) == (cli.DEMO_RUN["train_ratio"], cli.DEMO_RUN["set"])
+    assert made == [(str(out), True, out / "episode.mp4")]
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("CartPole learned: evaluation return 212 (max 500")
+    assert f"pictures in {out}/" in last
+    # a second demo into the same directory is refused before training, as train's --out
+    seen.clear()
     assert cli.main(["demo", "--out", str(out)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err and not seen
+
+
+def test_demo_summary_line():
+    line = cli.demo_summary(97.6, 251.4, Path("runs/demo"))
+    assert line.startswith("CartPole not learned yet") and "return 98 (max 500" in line
+    assert "after 4 min 11 s; pictures in runs/demo/" in line
+    assert "after 59 s;" in cli.demo_summary(150.0, 59.0, Path("d"))
 
 
 def test_console_entry_point_runs():
