@@ -209,7 +209,7 @@ def test_demo_runs_train(tmp_path, monkeypatch, capsys):
     assert args.steps % args.eval_every == 0 and args.eval_every % args.num_envs == 0
     assert args.seeds == (3,) and args.size == "1m" and not args.tiny
     assert (args.train_ratio, args.set) == (cli.DEMO_RUN["train_ratio"], cli.DEMO_RUN["set"])
-    assert made == [(str(out), True, out / "episode.mp4")]
+    assert made == [(str(out), False, out / "episode.mp4")]  # the run wrote the report
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("CartPole learned: evaluation return 212 (max 500")
     assert f"pictures in {out}/" in last
