@@ -81,6 +81,6 @@ def test_dp2_rows_cover_the_single_device_rows(checked, dp2, single):
     rows = checked[dp2]
     for step in ("u1/", "u2/"):
         mine = {r for r in rows if r.startswith(step)}
-        assert {f"{step}retnorm/low", f"{step}replay/deter", f"{step}carry/deter",
-                f"{step}met/opt_loss", f"{step}met/opt_grad_norm"} <= mine, step
+        assert {f"{step}retnorm/low", f"{step}replay/deter", f"{step}carry/deter"} <= mine
         assert len(mine) > 250, (step, len(mine))
+    assert {"met/opt_loss", "met/opt_grad_norm"} <= rows  # the metrics' rows
