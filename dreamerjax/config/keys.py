@@ -899,16 +899,22 @@ def _chosen_reference(file_keys: Mapping[str, Any], sets: Sequence[str],
     return chosen, label
 
 
-def with_sets(config: Config, sets: Sequence[str]) -> Config:
-    """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
-    given base, e.g. the bench's configuration), validated."""
+def _set_dotted(config: Config, sets: Sequence[str]) -> tuple[dict, dict]:
+    """(dotted keys -> values, dotted keys -> the layer that set them) of config with
+    `--set KEY=VALUE` items applied in order, in the spelling of config's version."""
     flat = to_dotted(config)
     origin = dict.fromkeys(flat, "config")
     for item in sets:
         key, value = parse_set(item)
         _apply(flat, origin, {key: value}, f"--set {item}", full=True,
                reference=config.agent.reference)
-    out = from_dotted(flat)
+    return flat, origin
+
+
+def with_sets(config: Config, sets: Sequence[str]) -> Config:
+    """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
+    given base, e.g. the bench's configuration), validated."""
+    out = from_dotted(_set_dotted(config, sets)[0])
     validate(out)
     return out
 
@@ -923,12 +929,7 @@ def with_resumed_sets(config: Config, sets: Sequence[str]) -> Config:
     that may change on resume (resumable_keys, e.g. logger.outputs), else ConfigError
     naming the item and the key. Not validated here (the caller validates the whole)."""
     flat = to_dotted(config)
-    new = dict(flat)
-    origin = dict.fromkeys(flat, "config")
-    for item in sets:
-        key, value = parse_set(item)
-        _apply(new, origin, {key: value}, f"--set {item}", full=True,
-               reference=config.agent.reference)
+    new, origin = _set_dotted(config, sets)
     for key, value in new.items():
         if value != flat[key] and key not in resumable_keys():
             raise NotResumable(f"{origin[key]}: {key} cannot change on --resume (keys that "
