@@ -86,6 +86,7 @@ def _train_error(argv, capsys):
     (["--out", "{tmp}/r", "--train-ratio", "-1"],
      "--train-ratio: run.train_ratio: must be positive"),
     (["--out", "{tmp}/r", "--seeds", "0", "1", "2", "--devices", "2"], "split evenly"),
+    (["--out", "{tmp}/r", "--target-return", "nan"], "--target-return must be a finite"),
     (["--out", "{tmp}/full"], "not empty"),
     (["--resume", "{tmp}/nowhere"], "no such run directory"),
     (["--resume", "{tmp}/full", "--out", "{tmp}/r"], "not both"),

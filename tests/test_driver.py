@@ -123,6 +123,25 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     assert records.read_episodes(whole) == records.read_episodes(out)
 
 
+def test_target_return_stops_with_checkpoint_and_report(tmp_path):
+    """--target-return: the run ends at the first log point where every seed's evaluation
+    reaches it, with that point's checkpoint and open-loop report; an unreached target
+    changes nothing."""
+    assert driver.target_reached([{"eval_mean": 30.0}, {"eval_mean": 9.0}], 10.0) is None
+    assert driver.target_reached([{"eval_mean": 30.0}, {"eval_mean": 10.0}], 10.0)
+    assert driver.target_reached([{"eval_mean": 30.0}], None) is None
+    out = tmp_path / "target"
+    # log points at rows 160 (15 updates: a report can be made) and 320
+    cfg = _cfg(steps=320, eval_every=160, report_every=5)
+    recs = _train(cfg, out, seeds=(0,), target_return=-1.0)
+    assert [r["rows"] for r in recs] == [160]  # CartPole's returns are >= 0 > -1
+    assert checkpoint.indices(out) == [0]
+    assert any((out / "report").iterdir())  # off the report_every schedule, at the stop
+    far = tmp_path / "far"
+    recs = _train(_cfg(steps=160, report_every=5), far, seeds=(0,), target_return=1e9)
+    assert [r["rows"] for r in recs] == [80, 160]
+
+
 def test_checkpoint_every_zero_trains_to_the_end_without_checkpoints(tmp_path):
     """--checkpoint-every 0 once divided by zero after the first chunk."""
     out = tmp_path / "nock"

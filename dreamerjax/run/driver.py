@@ -490,7 +490,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int = 1, progress: bool = True, compile_cache: bool = True,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
-          malloc_trim: bool = False, stop: StopRequest | None = None) -> TrainResult:
+          malloc_trim: bool = False, stop: StopRequest | None = None,
+          target_return: float | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
@@ -499,7 +500,9 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     report: write the world model's open-loop report at each log point (viz/report.py).
     stop: a StopRequest that asks the run to stop at its next safe point (the CLI's
     SIGTERM / SIGINT handler holds one). stop_after_rows ends the call early at that log
-    point (as an interruption would), leaving a checkpoint to resume from.
+    point (as an interruption would), leaving a checkpoint to resume from. target_return
+    ends it at the first log point where every seed's evaluation mean reaches that return,
+    with that point's checkpoint and open-loop report (a run trained "until solved").
 
     What it changes in this process, each with its opt-out: compile_cache=True points
     jax.config's persistent compilation cache at ~/.cache/dreamerjax/jax (False leaves
@@ -528,7 +531,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
         os.makedirs(os.path.realpath(out), exist_ok=True)
         loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
                      report, stop or StopRequest(), malloc_trim, host_time.Phases(),
-                     tuple(loggers))
+                     tuple(loggers), target_return)
         with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
             written, params = _run(run, resume, loop)
         if run.primary:
@@ -554,6 +557,15 @@ class _Loop:
     malloc_trim: bool
     phases: host_time.Phases  # host_s of the records (host_time.py)
     loggers: tuple  # the W&B / MLflow outputs (run/outputs.py), also among the callbacks
+    target_return: float | None = None  # stop once every seed's eval_mean reaches it
+
+
+def target_reached(records: Sequence[dict], target: float | None) -> str | None:
+    """The stop reason when every seed's evaluation mean of this log point reaches target
+    (None: no target, or not reached yet)."""
+    if target is None or not records or any(r["eval_mean"] < target for r in records):
+        return None
+    return f"every seed's evaluation return reached {target:g} (--target-return)"
 
 
 def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
@@ -613,7 +625,12 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
     with phases("callbacks"):
         for cb in run.callbacks:
             cb.on_log(point)
-    if loop.report and _should_report(run.config, log_index, run.num_logs):
+    reached = target_reached(point.records, loop.target_return)
+    if reached:
+        loop.stop.request(reached)
+    # a run ended at its target reports there, as it would at its last log point
+    if loop.report and (_should_report(run.config, log_index, run.num_logs) or (
+            reached and run.config.run.report_every > 0)):
         with phases("report"):
             files = write_report(run, states, point, writer)
             outputs.add_files(loop.loggers, point.rows, files)

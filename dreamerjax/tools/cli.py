@@ -88,6 +88,10 @@ class TrainArgs:
     """Run directory to create (new or empty)."""
     resume: _path("RUN_DIR", "(optional)") = None
     """Continue the run in this directory from its latest checkpoint."""
+    target_return: Annotated[float | None, tyro.conf.arg(
+        metavar="FLOAT", help_behavior_hint="(optional)")] = None
+    """Stop at the first log point where every seed's evaluation mean return reaches this
+    (after its checkpoint and open-loop report; --resume continues the run)."""
     devices: int = 1
     """Devices to shard the seed axis over; the number of seeds must be a multiple."""
     data_devices: _optional(int, "INT", 1) = None
@@ -223,6 +227,9 @@ def _check_train_values(args: TrainArgs) -> None:
         raise ArgumentError(f"--devices must be positive, got {args.devices}")
     if args.data_devices is not None and args.data_devices <= 0:
         raise ArgumentError(f"--data-devices must be positive, got {args.data_devices}")
+    if args.target_return is not None and not math.isfinite(args.target_return):
+        raise ArgumentError(f"--target-return must be a finite number, got "
+                            f"{args.target_return}")
     if args.seeds is not None and len(args.seeds) % args.devices:
         raise ArgumentError(
             f"{len(args.seeds)} seeds cannot be split evenly over {args.devices} devices")
@@ -854,7 +861,8 @@ def train_command(args: TrainArgs) -> int:
     try:
         recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
                             compile_cache=not args.no_compile_cache, callbacks=callbacks,
-                            stop=stop, **process_options(args)).records
+                            stop=stop, target_return=args.target_return,
+                            **process_options(args)).records
     finally:
         _restore_signals(signals)
     if recs:
