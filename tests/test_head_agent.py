@@ -10,7 +10,7 @@ from _runs import small_argv
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
-from dreamerjax.config.defaults import HEAD_REF, head_defaults, tiny_agent_config
+from dreamerjax.config.defaults import HEAD_REF, Reference, head_defaults, tiny_agent_config
 
 IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
@@ -32,7 +32,7 @@ def test_latent_logits_kept_raw_and_mixed_in_float32():
     cfg = _cfg("bfloat16")
     raw = jax.random.normal(jax.random.PRNGKey(1), (5, cfg.rssm.stoch, cfg.rssm.classes))
     raw = raw.astype(jnp.bfloat16)
-    mixed = nets.latent_dist_logits(cfg.rssm, raw, head=True)
+    mixed = nets.latent_dist_logits(cfg.rssm, raw, Reference.E3F0224)
     assert mixed.dtype == jnp.float32
     np.testing.assert_array_equal(mixed, nm.unimix_logits(raw.astype(jnp.float32), 0.01))
 

@@ -120,7 +120,7 @@ def _unimix_policy(p, cfg, spaces, x):
     return nm.unimix_logits(_actor_out(p, cfg, spaces, x), 0.01)
 
 
-def _deter_first(lat, head):
+def _deter_first(lat, version):
     """The bug: 29eb964's decoder input order [deter, stoch]."""
     return agent_lib.nets.feat(lat)
 

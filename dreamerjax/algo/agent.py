@@ -19,8 +19,8 @@ from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState, retnorm_init, retnorm_stats, retnorm_update
 from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
-from dreamerjax.algo.returns import imagined_returns, imagined_returns_head, replay_return
-from dreamerjax.config.defaults import AgentConfig
+from dreamerjax.algo.returns import imagined_returns, imagined_returns_e3f0224, replay_return
+from dreamerjax.config.defaults import AgentConfig, Reference
 
 sg = jax.lax.stop_gradient
 f32 = jnp.float32
@@ -195,7 +195,7 @@ def _feat_dim(cfg: AgentConfig) -> int:
 def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
     ks = jax.random.split(key, 7)
     fdim = _feat_dim(cfg)
-    width = lambda bins: nets.twohot_width(bins, nets.is_head(cfg))  # noqa: E731
+    width = lambda bins: nets.twohot_width(bins, cfg.version)  # noqa: E731
     enc, edim = nets.init_encoder(ks[0], cfg, spaces)
     actor = nets.init_mlp(ks[5], fdim, cfg.actor.units, cfg.actor.layers, "h")
     ka, kb = jax.random.split(ks[6])
@@ -220,7 +220,7 @@ def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
 
 
 def optimizer(cfg: AgentConfig) -> optax.GradientTransformation:
-    return make_optimizer(cfg.opt, nets.is_head(cfg))
+    return make_optimizer(cfg.opt, cfg.version)
 
 
 def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
@@ -229,7 +229,7 @@ def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
     starts as a copy of the critic (SlowModel._initonce, utils.py:121-127 @e3f0224)."""
     k1, k2 = jax.random.split(key)
     params = init_params(k1, cfg, spaces)
-    slow = (params["critic"] if nets.is_head(cfg)
+    slow = (params["critic"] if cfg.version == Reference.E3F0224
             else init_params(k2, cfg, spaces)["critic"])
     return AgentState(
         params=params,
@@ -266,11 +266,11 @@ def actor_out(p: dict, cfg: AgentConfig, spaces: Spaces, x):
     [..., A]; continuous -> (mean, std) [..., A] (nets.py:490-535). The layers compute in
     the compute dtype, the distribution in float32 (nets.py:442,448). HEAD's discrete
     policy is `categorical` without unimix (heads.py:101-110 @e3f0224)."""
-    head = nets.is_head(cfg)
-    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h", head)
+    e3f0224 = cfg.version == Reference.E3F0224
+    h = nets.mlp(p, nm.cast(x, compute_dtype(cfg)), cfg.actor.layers, "h", e3f0224)
     out = nm.cast(nets.linear(p["action"]["out"], h), f32)
     if spaces.act_discrete:
-        return out if head else nm.unimix_logits(out, cfg.actor_unimix)
+        return out if e3f0224 else nm.unimix_logits(out, cfg.actor_unimix)
     std = nm.cast(nets.linear(p["action"]["std"], h), f32)
     return nm.normal_params(out, std, cfg.actor_minstd, cfg.actor_maxstd)
 
@@ -284,19 +284,21 @@ def actor_sample(dist, spaces: Spaces, key, mode: bool):
     return mean if mode else nm.normal_sample(key, mean, std)
 
 
-def actor_log_prob(dist, spaces: Spaces, act, head: bool = False):
-    """log pi(act): tfp's formulas at 29eb964, outs.py's at HEAD (numerics)."""
+def actor_log_prob(dist, spaces: Spaces, act, version: Reference = Reference.V29EB964):
+    """log pi(act): tfp's formulas at 29eb964, outs.py's at e3f0224 (numerics)."""
+    e3f0224 = version == Reference.E3F0224
     if spaces.act_discrete:
-        return (nm.categorical_log_prob if head else nm.onehot_log_prob)(dist, act)
-    if head:
+        return (nm.categorical_log_prob if e3f0224 else nm.onehot_log_prob)(dist, act)
+    if e3f0224:
         return nm.normal_log_prob_scipy(dist[0], dist[1], act)
     return nm.normal_log_prob(dist[0], dist[1], act)
 
 
-def actor_entropy(dist, spaces: Spaces, head: bool = False):
+def actor_entropy(dist, spaces: Spaces, version: Reference = Reference.V29EB964):
+    e3f0224 = version == Reference.E3F0224
     if spaces.act_discrete:
-        return (nm.categorical_entropy if head else nm.onehot_entropy)(dist)
-    return (nm.normal_entropy_head if head else nm.normal_entropy)(dist[1])
+        return (nm.categorical_entropy if e3f0224 else nm.onehot_entropy)(dist)
+    return (nm.normal_entropy_e3f0224 if e3f0224 else nm.normal_entropy)(dist[1])
 
 
 def actor_entropy_range(cfg: AgentConfig, spaces: Spaces) -> tuple[float, float]:
@@ -340,7 +342,7 @@ def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_
     prevact = embed_action(carry["action"], spaces)
     lat = {"deter": carry["deter"], "stoch": carry["stoch"]}
     lat, out = nets.obs_step(params["dyn"], cfg.rssm, lat, prevact, embed, is_first, k1, mode,
-                             nets.is_head(cfg))
+                             cfg.version)
     dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
     act = actor_sample(dist, spaces, k2, mode)
     if spaces.act_discrete:
@@ -372,24 +374,24 @@ def twohot_expectation(cfg: AgentConfig, logits, bins):
 
 def reward_logits(p, cfg: AgentConfig, x):
     return nets.twohot_logits(p, x, cfg.rewhead.layers, cfg.rewhead.bins, compute_dtype(cfg),
-                              nets.is_head(cfg))
+                              cfg.version == Reference.E3F0224)
 
 
 def critic_logits(p, cfg: AgentConfig, x):
     """Critic or slow critic (same layout) logits on features x [..., F] -> [..., K]."""
     return nets.twohot_logits(p, x, cfg.critic.layers, cfg.critic.bins, compute_dtype(cfg),
-                              nets.is_head(cfg))
+                              cfg.version == Reference.E3F0224)
 
 
 def cont_logit(p, cfg: AgentConfig, x):
     return nets.head(p, x, cfg.conhead.layers, compute_dtype(cfg),
-                     norm32=nets.is_head(cfg))[..., 0]
+                     norm32=cfg.version == Reference.E3F0224)[..., 0]
 
 
 def cont_log_prob(cfg: AgentConfig, logit, label):
-    """log p(label) of the continue head: tfp's Bernoulli at 29eb964, HEAD's Binary
+    """log p(label) of the continue head: tfp's Bernoulli at 29eb964, e3f0224's Binary
     (outs.py:197-201 @e3f0224)."""
-    if nets.is_head(cfg):
+    if cfg.version == Reference.E3F0224:
         return nm.binary_log_prob(logit, label)
     return nm.bernoulli_log_prob(logit, label)
 
@@ -419,7 +421,7 @@ def decoder_losses(spaces: Spaces, dec: dict, obs: dict, raw: dict | None = None
     preprocessed image (MSEDist, jaxutils.py:124-148), both summed over the key's dims, in
     float32 (agent.py:241 casts the targets, nets.py:367,442 the predictions).
 
-    raw: the stored observations, given for HEAD's losses (agent.py:178-182, outs.py:
+    raw: the stored observations, given for e3f0224's losses (agent.py:178-182, outs.py:
     129-141 @e3f0224): symlog-MSE without the 1e-8 term, the image target float32 / 255
     whatever the compute dtype."""
     losses = {}
@@ -444,17 +446,18 @@ def world_model(params, cfg: AgentConfig, spaces: Spaces, data: dict, carry: dic
     dec {key: prediction in symlog / pixel space}, rew_logits [B, T, K], con_logit [B, T],
     metrics).
     """
-    head = nets.is_head(cfg)
+    version = cfg.version
     obs = preprocess(spaces, data["obs"], compute_dtype(cfg))
     prevacts = jnp.concatenate([carry["action"][:, None], data["action"][:, :-1]], 1)
     prevacts = embed_action(prevacts, spaces)
     embed = nets.encode(params["enc"], cfg, spaces, obs)
     lat0 = {"deter": carry["deter"], "stoch": carry["stoch"]}
     newlat, post = nets.observe(params["dyn"], cfg.rssm, lat0, prevacts, embed,
-                                data["is_first"], key, cfg.sample_mode, head)
+                                data["is_first"], key, cfg.sample_mode, version)
     x = nets.feat(post)
     dec = nets.decode(params["dec"], cfg, spaces, post)
-    losses = decoder_losses(spaces, dec, obs, data["obs"] if head else None)
+    losses = decoder_losses(spaces, dec, obs,
+                            data["obs"] if version == Reference.E3F0224 else None)
     rew_logits = reward_logits(params["rew"], cfg, x)
     losses["reward"] = -nm.twohot_log_prob(rew_logits, data["reward"].astype(f32),
                                            reward_bins(cfg))
@@ -463,7 +466,7 @@ def world_model(params, cfg: AgentConfig, spaces: Spaces, data: dict, carry: dic
     label = cont_data * (1 - 1 / cfg.horizon) if cfg.contdisc else cont_data
     losses["cont"] = -cont_log_prob(cfg, con_logit, label)
     dyn, rep, metrics = nets.rssm_kl_losses(params["dyn"], cfg.rssm, post, cfg.free_nats,
-                                            head)
+                                            version)
     losses["dyn"], losses["rep"] = dyn, rep
     return dict(losses=losses, post=post, newlat=newlat, embed=embed, feat=x,
                 prevacts=prevacts, dec=dec, rew_logits=rew_logits, con_logit=con_logit,
@@ -485,7 +488,7 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     params = sg(params)
     H = cfg.imag_length
     dt = compute_dtype(cfg)
-    head = nets.is_head(cfg)
+    version = cfg.version
     k0, kscan = jax.random.split(key)
     dist0 = actor_out(params["actor"], cfg, spaces, nets.feat(start))
     act0 = nm.cast(actor_sample(dist0, spaces, k0, mode), dt)
@@ -493,7 +496,7 @@ def imagine(params, cfg: AgentConfig, spaces: Spaces, start: dict, key, mode: bo
     def step(carry, k):
         lat, act = carry
         ka, kb = jax.random.split(k)
-        lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode, head)
+        lat, out = nets.img_step(params["dyn"], cfg.rssm, lat, act, ka, mode, version)
         dist = actor_out(params["actor"], cfg, spaces, nets.feat(out))
         act = nm.cast(actor_sample(dist, spaces, kb, mode), dt)
         return (lat, act), (out, act)
@@ -533,9 +536,9 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
     slowval = slow_target(cfg, s_logits)
     tarval = sg(val)  # slowtar False
-    if nets.is_head(cfg):
-        ret, weight = imagined_returns_head(rew, con, tarval, cfg.return_lambda,
-                                            cfg.contdisc, cfg.horizon)
+    if cfg.version == Reference.E3F0224:
+        ret, weight = imagined_returns_e3f0224(rew, con, tarval, cfg.return_lambda,
+                                               cfg.contdisc, cfg.horizon)
     else:
         ret, weight = imagined_returns(rew, con, tarval, cfg.return_lambda, cfg.contdisc,
                                        cfg.horizon)
@@ -547,10 +550,10 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
 
 def imagined_rew_con(params, cfg: AgentConfig, data: dict, tfeat, flat):
     """Reward and continuation [N, H+1] along the imagined trajectories tfeat [N, H+1, F].
-    29eb964 takes the start state's from the data (agent.py:283-290 @29eb964); HEAD
+    29eb964 takes the start state's from the data (agent.py:283-290 @29eb964); e3f0224
     predicts them there too (agent.py:203-206 @e3f0224), its continuation as the Binary's
     prob(1), so the loss weight starts with the predicted continue at t = 0."""
-    if nets.is_head(cfg):
+    if cfg.version == Reference.E3F0224:
         rew = twohot_expectation(cfg, reward_logits(params["rew"], cfg, tfeat),
                                  reward_bins(cfg))
         return rew, nm.binary_prob1(cont_logit(params["con"], cfg, tfeat))
@@ -576,9 +579,8 @@ def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormStat
     retnorm = retnorm_update(retnorm, ret, cfg.retnorm, data_axis)
     offset, scale = retnorm_stats(retnorm, cfg.retnorm)
     adv = (ret - tarval[:, :-1]) / scale  # advnorm off
-    head = nets.is_head(cfg)
-    logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]), head)[:, :-1]
-    ent = actor_entropy(img["adist"], spaces, head)[:, :-1]
+    logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]), cfg.version)[:, :-1]
+    ent = actor_entropy(img["adist"], spaces, cfg.version)[:, :-1]
     loss = weight[:, :-1] * -(logpi * sg(adv) + cfg.actent * ent)
     return loss, retnorm, dict(adv=adv, logpi=logpi, ent=ent, offset=offset, scale=scale)
 
@@ -660,13 +662,14 @@ def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: di
     return metrics
 
 
-# Our loss terms by HEAD's names (agent.py:156-245 @e3f0224); decoder keys keep theirs.
-HEAD_LOSS_NAMES = {"reward": "rew", "cont": "con", "actor": "policy", "critic": "value",
-                   "replay_critic": "repval"}
+# Our loss terms by e3f0224's names (agent.py:156-245 @e3f0224); decoder keys keep theirs.
+E3F0224_LOSS_NAMES = {"reward": "rew", "cont": "con", "actor": "policy", "critic": "value",
+                      "replay_critic": "repval"}
 
 
-def head_loss_order(spaces: Spaces, losses: dict) -> list[str]:
-    """HEAD's order of the loss terms, in which it sums the total (agent.py:166-240)."""
+def e3f0224_loss_order(spaces: Spaces, losses: dict) -> list[str]:
+    """e3f0224's order of the loss terms, in which it sums the total (agent.py:166-240
+    @e3f0224)."""
     order = ["dyn", "rep", "reward", "cont", *spaces.dec_keys, "actor", "critic",
              "replay_critic"]
     return [k for k in order if k in losses]
@@ -691,8 +694,8 @@ def batch_stats(data_axis: str | None):
             lambda x: jax.lax.pmax(jnp.max(x), data_axis))
 
 
-def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, parts: dict,
-                      losses: dict, data_axis: str | None = None) -> dict:
+def loss_metrics_e3f0224(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict,
+                         parts: dict, losses: dict, data_axis: str | None = None) -> dict:
     """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
     @e3f0224), plus our `<term>_loss` means that the driver and the plots read (the
     status line reads `ent/action` by this name: driver.STATUS_METRICS). Under data_axis
@@ -712,7 +715,7 @@ def loss_metrics_head(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict, par
     if spaces.act_discrete:  # the continuous policy's Agg hides minent (agent.py:440)
         metrics["rand/action"] = mean(parts["ent"]) / np.log(spaces.act_dim)
     for k, v in losses.items():
-        metrics[f"loss/{HEAD_LOSS_NAMES.get(k, k)}"] = mean(v)
+        metrics[f"loss/{E3F0224_LOSS_NAMES.get(k, k)}"] = mean(v)
         metrics[f"{k}_loss"] = mean(v)
     return metrics
 
@@ -728,7 +731,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     prevacts, carry, metrics, retnorm (updated state), diag (intermediates)).
     data_axis: see `update`.
     """
-    head = nets.is_head(cfg)
+    e3f0224 = cfg.version == Reference.E3F0224
     k_obs, k_img = jax.random.split(key)
     wm = world_model(params, cfg, spaces, data, carry, k_obs)
     losses = dict(wm["losses"])
@@ -739,18 +742,16 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     if cfg.replay_critic_loss:
         losses["replay_critic"], replay_ret, boot = replay_critic_loss(
             params, slow, cfg, data, wm["feat"], img["ret"])
-    scales = loss_scales(cfg, spaces)
-    if head:
+    if e3f0224:
         B, T = data["is_first"].shape
-        for k in ("actor", "critic"):  # HEAD returns them averaged over the horizon
+        for k in ("actor", "critic"):  # e3f0224 returns them averaged over the horizon
             losses[k] = losses[k].mean(1).reshape((B, T))
-        metrics = loss_metrics_head(cfg, spaces, wm, img, parts, losses, data_axis)
-        total = sum(losses[k].mean() * scales[k] for k in head_loss_order(spaces, losses))
+        metrics = loss_metrics_e3f0224(cfg, spaces, wm, img, parts, losses, data_axis)
     else:
         metrics = loss_metrics(cfg, spaces, data, wm, img, parts, losses, replay_ret)
+    scales = loss_scales(cfg, spaces)
+    total = total_loss(cfg.version, spaces, losses, scales)
     scaled = {k: v * scales[k] for k, v in losses.items()}
-    if not head:
-        total = jnp.stack([v.mean() for v in scaled.values()]).sum()
     new_carry = {"deter": wm["newlat"]["deter"], "stoch": wm["newlat"]["stoch"],
                  "action": data["action"][:, -1]}
     diag = {k: img[k] for k in ("traj", "acts", "rew", "con", "val", "slowval", "weight",
@@ -760,6 +761,16 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
            "prevacts": wm["prevacts"], "carry": new_carry, "metrics": metrics,
            "retnorm": retnorm, "diag": diag, "dec": wm["dec"]}
     return total, aux
+
+
+def total_loss(version: Reference, spaces: Spaces, losses: dict, scales: dict):
+    """The scalar the gradients are of, from the unscaled loss terms {name: [B, T]}:
+    29eb964 sums the means of the scaled terms in the terms' order (agent.py:393-394
+    @29eb964); e3f0224 sums each term's mean times its scale in its own order
+    (agent.py:215, 240 @e3f0224; e3f0224_loss_order)."""
+    if version == Reference.E3F0224:
+        return sum(losses[k].mean() * scales[k] for k in e3f0224_loss_order(spaces, losses))
+    return jnp.stack([(v * scales[k]).mean() for k, v in losses.items()]).sum()
 
 
 def loss_scales(cfg: AgentConfig, spaces: Spaces) -> dict:
@@ -837,15 +848,15 @@ def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
-    head = nets.is_head(cfg)
+    e3f0224 = cfg.version == Reference.E3F0224
     slow, count = slow_update(state.slow, params["critic"], state.updates,
                               cfg.slow_critic_fraction, cfg.slow_critic_update,
-                              copy_first=not head)
+                              copy_first=not e3f0224)
     metrics = dict(aux["metrics"])
-    # HEAD reports the loss of the whole batch, 29eb964 each device's own (its metrics
+    # e3f0224 reports the loss of the whole batch, 29eb964 each device's own (its metrics
     # leave the data-parallel step mirrored: device 0's, jaxagent.py:341-343 @29eb964).
-    metrics["opt_loss"] = batch_stats(data_axis if head else None)[0](total)
-    metrics.update(optimizer_metrics(grads, updates, params, step, rms=head))
+    metrics["opt_loss"] = batch_stats(data_axis if e3f0224 else None)[0](total)
+    metrics.update(optimizer_metrics(grads, updates, params, step, rms=e3f0224))
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
                            retnorm=aux["retnorm"], step=step, updates=count)
     post = aux["post"]

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dreamerjax.algo import numerics as nm
-from dreamerjax.config.defaults import HEAD_REF, AgentConfig, RSSMConfig
+from dreamerjax.config.defaults import AgentConfig, Reference, RSSMConfig
 
 sg = jax.lax.stop_gradient
 f32 = jnp.float32
@@ -111,11 +111,6 @@ def mlp(p: dict, x: jnp.ndarray, layers: int, prefix: str, norm32: bool = False)
     return x
 
 
-def is_head(cfg: AgentConfig) -> bool:
-    """Whether cfg follows the reference's HEAD (e3f0224) rather than 29eb964."""
-    return cfg.reference == HEAD_REF
-
-
 def feat(lat: dict) -> jnp.ndarray:
     """Head input: concat(deter [..., D], stoch [..., S, C] flattened) (nets.py:791-818)."""
     stoch = lat["stoch"]
@@ -160,24 +155,26 @@ def rssm_initial(cfg: RSSMConfig, batch: int) -> dict:
     }
 
 
-def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action, head: bool = False):
+def gru_step(p: dict, cfg: RSSMConfig, deter, stoch, action,
+             version: Reference = Reference.V29EB964):
     """One block-GRU step: deter [B, D], stoch [B, S, C], action [B, A] -> deter [B, D],
-    all in one (the compute) dtype. head: HEAD's norms in float32 (rssm.py:135-159
-    @e3f0224, the same cell otherwise)."""
+    all in one (the compute) dtype. At e3f0224 the norms compute in float32 (rssm.py:
+    135-159 @e3f0224, the same cell otherwise)."""
     g = cfg.blocks
     dt = deter.dtype
+    norm32 = version == Reference.E3F0224
     stoch = stoch.reshape((stoch.shape[0], -1))
     action = action / sg(jnp.maximum(1.0, jnp.abs(action)))
-    x0 = linear(p["dynin0"], deter, head)
-    x1 = linear(p["dynin1"], stoch, head)
-    x2 = linear(p["dynin2"], action, head)
+    x0 = linear(p["dynin0"], deter, norm32)
+    x1 = linear(p["dynin1"], stoch, norm32)
+    x2 = linear(p["dynin2"], action, norm32)
     x = jnp.concatenate([x0, x1, x2], -1)
     p0 = p["dyn0"]
     k = nm.cast(p0["kernel"], dt)  # [g, D/g + 3H, O/g]
     x = _dyn0_product(deter, x, k) + nm.cast(p0["bias"], dt)
-    x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"], in_f32=head))
+    x = jax.nn.silu(nm.rms_norm(x, p0["norm"]["scale"], in_f32=norm32))
     for i in range(1, cfg.dynlayers):
-        x = block_linear(p[f"dyn{i}"], x, head)
+        x = block_linear(p[f"dyn{i}"], x, norm32)
     kc, bc = nm.cast((p["dyncore"]["kernel"], p["dyncore"]["bias"]), dt)
     i, o = kc.shape[1], kc.shape[2] // 3
     if not _per_group(x):
@@ -224,41 +221,41 @@ def _gru_gates(reset, cand, update, deter):
     return update * cand + (1 - update) * deter
 
 
-def _logit(p: dict, cfg: RSSMConfig, x, head: bool = False):
+def _logit(p: dict, cfg: RSSMConfig, x, version: Reference = Reference.V29EB964):
     """The latent's logits [..., S, C]. 29eb964 mixes in the uniform here, in the compute
     dtype, and keeps the mixed logits (nets.py:212-216 @29eb964); HEAD keeps the raw
     linear output and mixes in float32 where it builds the distribution
     (rssm.py:168-176, outs.py:210-217 @e3f0224): `latent_dist_logits`."""
     x = linear(p, x)
     x = x.reshape((*x.shape[:-1], cfg.stoch, cfg.classes))
-    return x if head else nm.unimix_logits(x, cfg.unimix)
+    return x if version == Reference.E3F0224 else nm.unimix_logits(x, cfg.unimix)
 
 
-def latent_dist_logits(cfg: RSSMConfig, logit, head: bool = False):
+def latent_dist_logits(cfg: RSSMConfig, logit, version: Reference = Reference.V29EB964):
     """The float32 logits of a latent's distribution from what `_logit` keeps."""
-    if head:
+    if version == Reference.E3F0224:
         return nm.unimix_logits(nm.cast(logit, f32), cfg.unimix)
     return nm.cast(logit, f32)
 
 
-def prior_logit(p: dict, cfg: RSSMConfig, deter, head: bool = False):
+def prior_logit(p: dict, cfg: RSSMConfig, deter, version: Reference = Reference.V29EB964):
     """deter [..., D] -> prior logits [..., S, C] (nets.py:112-117 @29eb964,
     rssm.py:161-166 @e3f0224)."""
     x = deter
     for i in range(cfg.imglayers):
-        x = linear(p[f"img{i}"], x, head)
-    return _logit(p["imglogit"], cfg, x, head)
+        x = linear(p[f"img{i}"], x, version == Reference.E3F0224)
+    return _logit(p["imglogit"], cfg, x, version)
 
 
-def _sample(key, cfg: RSSMConfig, logit, mode: bool, head: bool = False):
+def _sample(key, cfg: RSSMConfig, logit, mode: bool, version: Reference = Reference.V29EB964):
     """A straight-through one-hot of the float32 logits (nets.py:220), in the logits'
     dtype (nets.py:70)."""
-    lf = latent_dist_logits(cfg, logit, head)
+    lf = latent_dist_logits(cfg, logit, version)
     return nm.cast(nm.onehot_mode(lf) if mode else nm.onehot_sample(key, lf), logit.dtype)
 
 
 def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode=False,
-             head=False):
+             version: Reference = Reference.V29EB964):
     """Posterior step. carry {deter [B,D], stoch [B,S,C]}, action [B,A], embed [B,E],
     is_first [B] -> (carry, outs {deter, stoch, logit}). The carry and the previous action
     are zeroed where is_first (nets.py:63-64). Computes in embed's dtype, the compute dtype:
@@ -268,26 +265,28 @@ def obs_step(p, cfg: RSSMConfig, carry: dict, action, embed, is_first, key, mode
     deter = carry["deter"] * keep[:, None]
     stoch = carry["stoch"] * keep[:, None, None]
     action = action * keep[:, None]
-    deter = gru_step(p, cfg, deter, stoch, action, head)
+    deter = gru_step(p, cfg, deter, stoch, action, version)
     x = embed if cfg.absolute else jnp.concatenate([deter, embed], -1)
     for i in range(cfg.obslayers):
-        x = linear(p[f"obs{i}"], x, head)
-    logit = _logit(p["obslogit"], cfg, x, head)
-    stoch = _sample(key, cfg, logit, mode, head)
+        x = linear(p[f"obs{i}"], x, version == Reference.E3F0224)
+    logit = _logit(p["obslogit"], cfg, x, version)
+    stoch = _sample(key, cfg, logit, mode, version)
     return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
 
 
-def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False, head=False):
+def img_step(p, cfg: RSSMConfig, carry: dict, action, key, mode=False,
+             version: Reference = Reference.V29EB964):
     """Prior step: carry {deter, stoch}, action [B, A] -> (carry, outs), in the carry's
     dtype (the action is cast to it, nets.py:82)."""
     action = nm.cast(action, carry["deter"].dtype)
-    deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action, head)
-    logit = prior_logit(p, cfg, deter, head)
-    stoch = _sample(key, cfg, logit, mode, head)
+    deter = gru_step(p, cfg, carry["deter"], carry["stoch"], action, version)
+    logit = prior_logit(p, cfg, deter, version)
+    stoch = _sample(key, cfg, logit, mode, version)
     return {"deter": deter, "stoch": stoch}, {"deter": deter, "stoch": stoch, "logit": logit}
 
 
-def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False, head=False):
+def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False,
+            version: Reference = Reference.V29EB964):
     """Scan obs_step over time. actions [B,T,A], embed [B,T,E], is_first [B,T] ->
     (carry, outs with [B, T, ...]), in embed's dtype."""
     carry = nm.cast(carry, embed.dtype)
@@ -297,25 +296,26 @@ def observe(p, cfg: RSSMConfig, carry, actions, embed, is_first, key, mode=False
 
     def step(c, inp):
         a, e, f, k = inp
-        return obs_step(p, cfg, c, a, e, f, k, mode, head)
+        return obs_step(p, cfg, c, a, e, f, k, mode, version)
 
     carry, outs = jax.lax.scan(step, carry, (swap(actions), swap(embed), swap(is_first), keys))
     return carry, jax.tree.map(swap, outs)
 
 
-def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float, head: bool = False):
+def rssm_kl_losses(p, cfg: RSSMConfig, outs: dict, free: float,
+                   version: Reference = Reference.V29EB964):
     """Dynamics and representation losses [B, T] with free bits (nets.py:97-110 @29eb964,
     rssm.py:120-133 @e3f0224), float32: the distributions take float32 logits
     (nets.py:220). Metrics: 29eb964's prior_ent / post_ent statistics, or HEAD's means
     dyn_ent / rep_ent with its entropy formula."""
-    prior = latent_dist_logits(cfg, prior_logit(p, cfg, outs["deter"], head), head)
-    post = latent_dist_logits(cfg, outs["logit"], head)
+    prior = latent_dist_logits(cfg, prior_logit(p, cfg, outs["deter"], version), version)
+    post = latent_dist_logits(cfg, outs["logit"], version)
     dyn = nm.categorical_kl(sg(post), prior).sum(-1)
     rep = nm.categorical_kl(post, sg(prior)).sum(-1)
     if free:
         dyn = jnp.maximum(dyn, free)
         rep = jnp.maximum(rep, free)
-    if head:
+    if version == Reference.E3F0224:
         return dyn, rep, {"dyn_ent": nm.categorical_entropy(prior).sum(-1).mean(),
                           "rep_ent": nm.categorical_entropy(post).sum(-1).mean()}
     metrics = {}
@@ -490,7 +490,7 @@ def cnn_config(cfg: AgentConfig, part, spaces, image_keys):
     """The encoder's or decoder's config (`part`) with its final resolution: 29eb964's
     `minres` key, or at HEAD the image side over 2 per stage (rssm.py:242-243, 309-312
     @e3f0224, which asserts it in [3, 16])."""
-    if not is_head(cfg) or not image_keys:
+    if cfg.version != Reference.E3F0224 or not image_keys:
         return part
     res = spaces.obs_dict()[image_keys[0]][0][0]
     stages = len(part.mults) - int(part.outer)
@@ -499,11 +499,11 @@ def cnn_config(cfg: AgentConfig, part, spaces, image_keys):
         raise ValueError(f"{res}-pixel images with {len(part.mults)} CNN stages end at "
                          f"{res / 2 ** stages:g} pixels; HEAD needs a whole side in "
                          f"[3, 16]: set enc.simple.mults / dec.simple.mults, e.g. "
-                         f"{head_cnn_suggestions(res)}")
+                         f"{e3f0224_cnn_suggestions(res)}")
     return dataclasses.replace(part, minres=minres)
 
 
-def head_cnn_suggestions(res: int) -> str:
+def e3f0224_cnn_suggestions(res: int) -> str:
     """--cnn-mults values that fit `res` at HEAD: n stages, each halving the side, to a
     whole side in [3, 16]; the last n of HEAD's multipliers (2, 3, 4, 4), whose final 4
     keeps the decoder's first layer divisible into its 8 blocks."""
@@ -527,7 +527,7 @@ def check_image_geometry(cfg: AgentConfig, spaces) -> None:
         return
     d = cnn_config(cfg, cfg.dec, spaces, spaces.dec_image_keys)
     res = obs[spaces.dec_image_keys[0]][0][0]
-    if not is_head(cfg) and decoder_resolution(d) != res:
+    if cfg.version != Reference.E3F0224 and decoder_resolution(d) != res:
         raise ValueError(
             f"decoder geometry (mults {d.mults}, minres {d.minres}) makes "
             f"{decoder_resolution(d)}-pixel images, the image keys have {res}; set it "
@@ -548,8 +548,8 @@ def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
     Vector keys are concatenated, symlogged in float32 and go through the MLP; image keys
     are concatenated along channels in the compute dtype, shifted by -0.5 and go through
     the CNN; the two outputs are concatenated vectors first (nets.py:246-277)."""
-    if is_head(cfg):
-        return _encode_head(p, cfg, spaces, obs)
+    if cfg.version == Reference.E3F0224:
+        return _encode_e3f0224(p, cfg, spaces, obs)
     e = cfg.enc
     dt = nm.compute_dtype(cfg.compute_dtype)
     outs = []
@@ -567,7 +567,7 @@ def encode(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
     return jnp.concatenate(outs, -1) if len(outs) > 1 else outs[0]
 
 
-def _encode_head(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
+def _encode_e3f0224(p, cfg: AgentConfig, spaces, obs: dict) -> jnp.ndarray:
     """HEAD's encoder (rssm.py:210-250 @e3f0224): the vector keys in sorted order
     (nets.py:471 DictConcat), each symlogged in float32 and cast, through the MLP; the image
     keys sorted, shifted by -0.5, through stages of a stride-1 convolution, a 2 x 2
@@ -649,16 +649,17 @@ def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
     is symexp of it), images in pixel space in [0, 1] (sigmoid); vectors first. The latent
     is cast to the compute dtype first (nets.py:316,329,339-340)."""
     d = cfg.dec
-    head = is_head(cfg)
+    version = cfg.version
     lat = nm.cast({k: lat[k] for k in ("deter", "stoch")}, nm.compute_dtype(cfg.compute_dtype))
     outs = {}
     if spaces.dec_vector_keys:
-        x = mlp(p, _decoder_input(lat, head), d.layers, "mlp", norm32=head)
+        x = mlp(p, _decoder_input(lat, version), d.layers, "mlp",
+                norm32=version == Reference.E3F0224)
         for name in spaces.dec_vector_keys:
             outs[name] = nm.cast(linear(p[out_name(name)]["out"], x), f32)
     if spaces.dec_image_keys:
         dcfg = dataclasses.replace(cfg, dec=cnn_config(cfg, d, spaces, spaces.dec_image_keys))
-        image = _decode_image_head if head else _decode_image
+        image = _decode_image_e3f0224 if version == Reference.E3F0224 else _decode_image
         x = nm.cast(image(p, dcfg, lat), f32)
         sizes = [spaces.obs_dict()[k][0][-1] for k in spaces.dec_image_keys]
         for name, part in zip(spaces.dec_image_keys, jnp.split(x, np.cumsum(sizes)[:-1], -1),
@@ -667,10 +668,10 @@ def decode(p, cfg: AgentConfig, spaces, lat: dict) -> dict:
     return outs
 
 
-def _decoder_input(lat: dict, head: bool) -> jnp.ndarray:
+def _decoder_input(lat: dict, version: Reference) -> jnp.ndarray:
     """The vector decoder's input: [deter, stoch] at 29eb964 (nets.py:316), [stoch, deter]
-    at HEAD (rssm.py:293)."""
-    if not head:
+    at e3f0224 (rssm.py:293)."""
+    if version != Reference.E3F0224:
         return feat(lat)
     stoch = lat["stoch"]
     return jnp.concatenate([stoch.reshape((*stoch.shape[:-2], -1)), lat["deter"]], -1)
@@ -686,7 +687,7 @@ def _block_space(p, cfg: AgentConfig, deter: jnp.ndarray, depth: int) -> jnp.nda
     return x0.reshape((-1, mr, mr, depth))
 
 
-def _decode_image_head(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
+def _decode_image_e3f0224(p, cfg: AgentConfig, lat: dict) -> jnp.ndarray:
     """HEAD's image decoder (rssm.py:308-350 @e3f0224, bspace > 0, strided off): the same
     block-linear / hidden-stoch start as 29eb964, then per stage a 2x nearest-neighbour
     repeat and a stride-1 convolution (norm, SiLU), the last one `imgout`; sigmoid. Norms
@@ -746,10 +747,10 @@ def head(p: dict, x: jnp.ndarray, layers: int, dtype, name: str = "dist", out: s
     return nm.cast(linear(p[name][out], x), f32)
 
 
-def twohot_width(bins: int, head: bool = False) -> int:
+def twohot_width(bins: int, version: Reference = Reference.V29EB964) -> int:
     """Two-hot heads pad an odd bin count by one output and drop it (nets.py:437-443
-    @29eb964); HEAD's have exactly `bins` outputs (heads.py:132-144 @e3f0224)."""
-    if head:
+    @29eb964); e3f0224's have exactly `bins` outputs (heads.py:132-144 @e3f0224)."""
+    if version == Reference.E3F0224:
         return bins
     return bins + bins % 2
 

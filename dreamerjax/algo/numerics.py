@@ -289,7 +289,7 @@ def normal_log_prob_scipy(mean: jax.Array, std: jax.Array, x: jax.Array) -> jax.
     return jax.scipy.stats.norm.logpdf(x.astype(f32), mean, std).sum(-1)
 
 
-def normal_entropy_head(std: jax.Array) -> jax.Array:
+def normal_entropy_e3f0224(std: jax.Array) -> jax.Array:
     """0.5 log(2 pi std^2) + 0.5 summed over the last axis (outs.py:178-179, Agg)."""
     return (0.5 * jnp.log(2 * jnp.pi * jnp.square(std)) + 0.5).sum(-1)
 
@@ -448,7 +448,7 @@ __all__ = [
     "categorical_kl", "bernoulli_log_prob", "bernoulli_mean", "normal_params",
     "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",
     "categorical_log_prob", "categorical_entropy", "binary_log_prob", "binary_prob1",
-    "normal_log_prob_scipy", "normal_entropy_head",
+    "normal_log_prob_scipy", "normal_entropy_e3f0224",
     "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats", "COMPUTE_DTYPES",
     "compute_dtype", "cast",
 ]

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dreamerjax.config.defaults import OptConfig
+from dreamerjax.config.defaults import OptConfig, Reference
 
 f32 = jnp.float32
 i32 = jnp.int32
@@ -133,8 +133,8 @@ def scale_by_warmup(warmup: int) -> optax.GradientTransformation:
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def head_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
-    """HEAD's learning rate (agent.py:366-378 @e3f0224): a linear ramp from 0 over
+def e3f0224_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
+    """e3f0224's learning rate (agent.py:366-378 @e3f0224): a linear ramp from 0 over
     `warmup` updates joined to the constant lr, applied by optax's scale_by_learning_rate
     (u * -lr_t) where 29eb964 scales by -lr and then by the warmup factor."""
     sched = optax.constant_schedule(cfg.lr)
@@ -144,19 +144,21 @@ def head_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
     return optax.scale_by_learning_rate(sched)
 
 
-def make_optimizer(cfg: OptConfig, head: bool = False) -> optax.GradientTransformation:
+def make_optimizer(cfg: OptConfig, version: Reference = Reference.V29EB964
+                   ) -> optax.GradientTransformation:
     """The reference's default `opt` (configs.yaml `opt`, jaxutils.py:429-457 @29eb964;
-    agent.py:342-379 @e3f0224 when `head`).
+    agent.py:342-379 @e3f0224 for version e3f0224).
 
     AGC is left out when cfg.agc == 0, as in the reference. The state is a tuple; read it
-    with `opt_moments` / `opt_step` (HEAD's chain keeps a warmup-0 stage as its counter).
+    with `opt_moments` / `opt_step` (e3f0224's chain keeps a warmup-0 stage as its counter).
     """
+    e3f0224 = version == Reference.E3F0224
     chain = []
-    if cfg.agc or head:  # HEAD's clip_by_agc passes the updates through when agc == 0
+    if cfg.agc or e3f0224:  # e3f0224's clip_by_agc passes the updates through at agc 0
         chain.append(scale_by_agc(cfg.agc, cfg.pmin) if cfg.agc else optax.identity())
     chain += [scale_by_rms(cfg.beta2, cfg.eps), scale_by_momentum(cfg.beta1)]
-    if head:
-        chain += [head_learning_rate(cfg), scale_by_warmup(0)]
+    if e3f0224:
+        chain += [e3f0224_learning_rate(cfg), scale_by_warmup(0)]
     else:
         chain += [optax.scale(-cfg.lr), scale_by_warmup(cfg.warmup)]
     return optax.chain(*chain)

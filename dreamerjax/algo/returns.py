@@ -64,7 +64,7 @@ def imagined_returns(
     return lambda_return(rew, con, tarval, lam, discount), imag_weight(con, discount)
 
 
-def imagined_returns_head(
+def imagined_returns_e3f0224(
     rew: jax.Array, con: jax.Array, tarval: jax.Array, lam: float, contdisc: bool, horizon: int
 ) -> tuple[jax.Array, jax.Array]:
     """HEAD's (ret `[N, H]`, weight `[N, H+1]`) (agent.py:397-405, 482-490 @e3f0224): the

@@ -176,6 +176,12 @@ class AgentConfig:
     # The reference version whose numbers this agent reproduces (REFERENCES).
     reference: str = REF_29EB964
 
+    @property
+    def version(self) -> Reference:
+        """`reference` as a Reference member: what the algorithm compares to choose a
+        version's code (the field stays the plain string that config.json holds)."""
+        return Reference(self.reference)
+
 
 # jax.compute_dtype values that run (numerics.compute_dtype maps them to JAX dtypes).
 COMPUTE_DTYPES = ("float32", "bfloat16")

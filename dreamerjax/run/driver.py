@@ -279,7 +279,7 @@ def _should_report(config: Config, log_index: int, num_logs: int) -> bool:
 NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 # The status line's figures read from a window's metric means: figure -> the metric names
 # that carry it, the first one a record has (29eb964's tensorstats mean, e3f0224's own
-# scalar: agent.loss_metrics, agent.loss_metrics_head). wm_loss is world_model_loss's.
+# scalar: agent.loss_metrics, agent.loss_metrics_e3f0224). wm_loss is world_model_loss's.
 STATUS_METRICS = {"actor_entropy": ("ent/action/mean", "ent/action")}
 
 

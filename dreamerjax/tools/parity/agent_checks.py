@@ -39,7 +39,7 @@ from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config import keys
-from dreamerjax.config.defaults import REF_29EB964, AgentConfig
+from dreamerjax.config.defaults import REF_29EB964, AgentConfig, Reference
 from dreamerjax.run import records
 from dreamerjax.tools.parity import fixtures as fixtures_lib
 from dreamerjax.tools.parity.fixtures import Row
@@ -229,10 +229,10 @@ def deterministic_actor(noise: float | None):
         mean, std = dist
         return noise * std + mean
 
-    def log_prob(dist, spaces, act, head=False):
+    def log_prob(dist, spaces, act, version=Reference.V29EB964):
         if not spaces.act_discrete and not noise:
             act = jax.lax.stop_gradient(jnp.broadcast_to(dist[0], act.shape))
-        return log_prob0(dist, spaces, act, head)
+        return log_prob0(dist, spaces, act, version)
 
     agent_lib.actor_sample, agent_lib.actor_log_prob = sample, log_prob
     try:

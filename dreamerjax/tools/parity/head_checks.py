@@ -230,7 +230,7 @@ def check_head_loss(directory: str, name: str, override=None) -> list[Row]:
 
     rows = [compare(fx, "ctx/carry/dyn/deter", carry["deter"], d["ctx/carry/dyn/deter"], TIGHT),
             compare(fx, "ctx/carry/dyn/stoch", carry["stoch"], d["ctx/carry/dyn/stoch"], TIGHT)]
-    names = {v: k for k, v in agent_lib.HEAD_LOSS_NAMES.items()}
+    names = {v: k for k, v in agent_lib.E3F0224_LOSS_NAMES.items()}
     for key in sorted(k for k in d if k.startswith("loss/") and k != "loss/total"):
         ours = names.get(key[5:], key[5:])
         rows.append(c(key, lambda o, k=ours: o["unscaled"][k], d[key], DEEP))
