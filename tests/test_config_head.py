@@ -1,9 +1,13 @@
 """The `reference` key: HEAD's (e3f0224) key spelling, named configs and defaults; a key of
 one version refused in the other with the reason; 29eb964 unchanged by default."""
 
+import dataclasses
+import re
+
 import pytest
 
 from dreamerjax.config import keys as C
+from dreamerjax.config import versions
 from dreamerjax.config.defaults import HEAD_REF
 from dreamerjax.data import schedule
 
@@ -67,3 +71,60 @@ def test_describe_shows_heads_names():
     text = C.describe(config, prov)
     assert "agent.policy.units" in text and "\n  actor.units " not in text
     assert "Reference: danijar/dreamerv3 at e3f0224" in text
+
+
+# --- one version throughout ------------------------------------------------------------
+
+
+def _with_agent(config, **fields):
+    return dataclasses.replace(config, agent=dataclasses.replace(config.agent, **fields))
+
+
+def test_replacing_only_the_reference_is_refused_before_compiling():
+    """A 29eb964 config with agent.reference replaced would run HEAD's code on 29eb964's
+    CNN stages and policy unimix: refused by the one check every entry calls, in one line
+    naming the key and both versions."""
+    from dreamerjax.run.setup import make_setup
+
+    mixed = _with_agent(C.make_config("CartPole-v1"), reference=HEAD_REF)
+    with pytest.raises(C.ConfigError) as e:
+        C.validate(mixed)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("enc.simple.outer: True")
+    assert "29eb964" in text and HEAD_REF in text
+    with pytest.raises(C.ConfigError, match="enc.simple.outer"):
+        make_setup(mixed)
+
+
+@pytest.mark.parametrize("key", sorted(versions.E3F0224_FIXED_FIELDS))
+def test_each_field_e3f0224_fixes_is_checked(key):
+    """Each field: HEAD's defaults hold the fixed value, a HEAD run cannot set it (so only
+    a replaced 29eb964 config can differ), and a differing value is refused by name."""
+    config = C.make_config("CartPole-v1", reference=HEAD_REF)
+    want, _ = versions.E3F0224_FIXED_FIELDS[key]
+    flat = C.to_dotted(config)
+    assert flat[key] == want
+    other = {bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: v / 2 + 0.005}
+    value = other[type(want)](want)
+    with pytest.raises(C.ConfigError):  # not a key of HEAD's spelling
+        C.resolve(sets=[f"{key}={value}"], reference=HEAD_REF)
+    flat[key] = value
+    with pytest.raises(C.ConfigError, match=rf"^{re.escape(key)}: .* 29eb964 only; e3f0224"):
+        C.validate(C.from_dotted(flat))
+
+
+def test_configs_made_at_e3f0224_pass():
+    C.validate(C.make_config("CartPole-v1", reference=HEAD_REF))
+    C.validate(C.make_config("CartPole-v1", size="12m", reference="e3f0224", steps=4000))
+    C.validate(C.resolve(["dmc_proprio"], reference=HEAD_REF)[0])
+    C.validate(C.resolve(sets=["reference=e3f0224", "agent.dec.simple.outscale=0.5"])[0])
+
+
+def test_the_command_line_at_e3f0224_passes():
+    from dreamerjax.tools import cli
+
+    argv = ["train", "--env", "CartPole-v1", "--reference", HEAD_REF, "--tiny",
+            "--out", "/nonexistent/run"]
+    config = cli.config_from_args(cli.parse(argv).validate())
+    assert config.agent.reference == HEAD_REF and not config.agent.enc.outer
+    C.validate(config)

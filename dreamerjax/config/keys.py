@@ -1025,6 +1025,7 @@ def validate(config: Config, *, seeds: Sequence[int] | None = None) -> None:
     _check_model_and_batch(flat, config)
     _check_env_sections(flat)
     _check_choices(flat)
+    _check_one_version(flat)
     _check_train_devices(flat, config)
     if seeds is not None:
         check_seeds(seeds)
@@ -1184,6 +1185,22 @@ def _check_choices(flat: dict[str, Any]) -> None:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
     _validate_logger(flat)
+
+
+def _check_one_version(flat: Mapping[str, Any]) -> None:
+    """Every part of the config is of its agent's version: an e3f0224 config holds the
+    values e3f0224 fixes (versions.E3F0224_FIXED_FIELDS), which only a 29eb964 config
+    whose `reference` was replaced can differ in (e.g. dataclasses.replace of a 29eb964
+    agent: HEAD's code with 29eb964's CNN stages and policy)."""
+    if flat["reference"] != HEAD_REF:
+        return
+    for key, (want, why) in versions.E3F0224_FIXED_FIELDS.items():
+        if not _same_fixed(flat[key], want):
+            raise ConfigError(
+                f"{key}: {flat[key]!r} is a value of 29eb964 only; {HEAD_REF} fixes "
+                f"{want!r} ({why} @{HEAD_REF}), so this config mixes the two versions: "
+                f"make it with reference {HEAD_REF} (make_config(reference=...), "
+                "--reference) rather than by replacing agent.reference")
 
 
 def _validate_logger(flat: Mapping[str, Any]) -> None:

@@ -112,6 +112,24 @@ HEAD_FIXED: dict[str, tuple[Any, str]] = {
 }
 
 
+# Internal keys that a run of e3f0224 can never set (HEAD's spelling has no key for them
+# and their flags are refused there) and whose value its agent fixes, with the reason:
+# its defaults hold these values. Another value in an e3f0224 config comes from a
+# 29eb964 config whose `reference` alone was replaced, whose parts then disagree about
+# the version (keys.validate refuses it). The other direction cannot be told apart: a
+# 29eb964 run may set every one of its keys to e3f0224's values.
+E3F0224_FIXED_FIELDS: dict[str, tuple[Any, str]] = {
+    **{f"{m}.simple.outer": (False, "its CNN has no outer stage, configs.yaml:94, 97")
+       for m in ("enc", "dec")},
+    **{f"{m}.simple.minres": (4, "its CNN's final side comes from the image, "
+                                 "rssm.py:242-243, 309-312") for m in ("enc", "dec")},
+    "dec.simple.hidden_stoch": (True, "its image decoder always has the hidden stoch "
+                                      "layer, rssm.py:324-325"),
+    "actor.unimix": (0.0, "its categorical policy has no unimix, heads.py:101-110"),
+    "opt.pmin": (1e-3, "its AGC's pmin is fixed, embodied/jax/opt.py:109"),
+}
+
+
 def head_table(our_keys, internal_keys) -> dict[str, tuple[str, ...]]:
     """Every key a HEAD run accepts -> the internal keys it sets: HEAD's aliases, the keys
     both versions spell alike (of `internal_keys`), and dreamerjax's own keys."""
