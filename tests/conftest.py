@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def small_whole_run(tmp_path_factory):
     """The shared small run (tests/_runs.py) of seeds 0 and 1 to its end (rows 80, 160,
-    240), with the protocol's record fields, trained once per worker: tests/test_driver.py's
+    240), trained once per worker: tests/test_driver.py's
     records, report and resume checks and tests/test_devices.py's one-device side read this
     one run (both modules are in one scheduling unit, SHARED_PROGRAMS). Tests must not
     change it (copy it first). tests/test_policy.py trains its own: seeds 0 and 3, a seed
@@ -143,9 +143,7 @@ def small_whole_run(tmp_path_factory):
     from _runs import small_config
 
     from dreamerjax.run import driver
-    from dreamerjax.tools.protocol.fields import ProtocolFields
 
     out = tmp_path_factory.mktemp("small_whole_run") / "run"
-    driver.train(small_config(), (0, 1), str(out), progress=False, compile_cache=False,
-                 callbacks=[ProtocolFields()])
+    driver.train(small_config(), (0, 1), str(out), progress=False, compile_cache=False)
     return out

@@ -11,12 +11,10 @@ import math
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dreamerjax.config.defaults import Config, RunConfig, agent_config
 from dreamerjax.tools.protocol import compare_main, inputs, statistics
-from dreamerjax.tools.protocol.fields import EpisodeTracker
 
 PROTOCOL = inputs.schedule_of(RunConfig())
 LOG_POINTS = tuple(range(2000, 20001, 2000))
@@ -319,7 +317,7 @@ def strip_protocol_fields(run) -> None:
 
 
 def test_plain_run_without_protocol_fields(tmp_path, capsys):
-    """A run trained without --protocol: its records are read as ours, S2 comes from
+    """A run's own records (none of the protocol's fields): read as ours, S2 comes from
     episodes.jsonl, and the statistics equal those of the same run with the fields."""
     make_run(tmp_path / "with")
     assert compare_main(str(tmp_path / "with"), None, None, None) == 0
@@ -337,7 +335,7 @@ def test_plain_run_without_protocol_fields(tmp_path, capsys):
     assert status["ours: protocol fields (side, s2_logged, train_raw)"] == "skip"
     assert not any("protocol fields" in c["name"] for c in full["checks"])
     md = (run / "compare.md").read_text()
-    assert "side dreamerjax" in md and "30 records of a plain run" in md
+    assert "side dreamerjax" in md and "30 records without them" in md
     assert "| vector_loss |" in md  # train metrics under the names logged
     assert "A = 190.0" in capsys.readouterr().out
 
@@ -466,85 +464,39 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
 
 
 # ---------------------------------------------------------------------------------------
-# S2 (protocol 5.2)
+# S2 (protocol 5.2): computed once, from episodes.jsonl
 
 
-def _tracker():
-    t = EpisodeTracker()
-    # env 0: episodes ending on rows 3, 7, 10 (scores 3, 4, 3)
-    for row, score in ((3, 3.0), (7, 4.0), (10, 3.0)):
-        t.add(0, 0, row, int(score), score, True)
-    # env 1: rows 5, 10, 11 (scores 5, 5, 1)
-    for row, score in ((5, 5.0), (10, 5.0), (11, 1.0)):
-        t.add(0, 1, row, int(score), score, True)
-    return t
+def test_s2_window_of_last_ten_and_no_episode_yet():
+    eps = [{"worker": 0, "row_last": 2 * (k + 1), "score": float(k)} for k in range(12)]
+    # last 10 of 12 -> scores 2..11, mean 6.5; at row 10 only 5 episodes (0..4) -> 2.0;
+    # at N = 9 those ending on rows 2, 4, 6, 8 -> 1.5
+    assert statistics.s2_at(eps, 1, 24) == pytest.approx(6.5)
+    assert statistics.s2_at(eps, 1, 10) == pytest.approx(2.0)
+    assert statistics.s2_at(eps, 1, 9) == pytest.approx(1.5)
+    assert math.isnan(statistics.s2_at([], 1, 24))  # a seed without episodes
+    assert math.isnan(statistics.s2_at(eps, 2, 48))  # env 1 never finished one
 
 
-def test_s2_hand_worked_boundary():
-    t = _tracker()
-    # N = 20, 2 envs: row_last <= 10 counts (inclusive boundary).
-    # env 0: (3 + 4 + 3) / 3 = 10/3; env 1: (5 + 5) / 2 = 5  ->  (10/3 + 5) / 2 = 25/6.
-    assert t.s2(0, 20, 2) == pytest.approx(25 / 6)
-    # N = 18: row_last <= 9: env 0 (3 + 4) / 2 = 3.5; env 1: 5 -> 4.25.
-    assert t.s2(0, 18, 2) == pytest.approx(4.25)
-    # N = 22: row_last <= 11: env 1 becomes (5 + 5 + 1) / 3.
-    assert t.s2(0, 22, 2) == pytest.approx((10 / 3 + 11 / 3) / 2)
-    # N = 8: row_last <= 4: env 1 has no finished episode -> NaN.
-    assert math.isnan(t.s2(0, 8, 2))
-    # an unknown seed, or an env that never finished: NaN
-    assert math.isnan(t.s2(5, 20, 2))
-    assert math.isnan(t.s2(0, 21 * 3, 3))
-    with pytest.raises(ValueError, match="multiple"):
-        t.s2(0, 21, 2)
-
-
-def test_s2_window_of_last_ten_and_seeds_apart():
-    t = EpisodeTracker()
-    for k in range(12):  # scores 0..11 ending on rows 2, 4, ..., 24
-        t.add(7, 0, 2 * (k + 1), 2, float(k), True)
-    t.add(8, 0, 2, 2, 100.0, True)
-    # last 10 of 12 -> scores 2..11, mean 6.5
-    assert t.s2(7, 24, 1) == pytest.approx(6.5)
-    # at row 10 only 5 episodes (0..4) -> 2.0
-    assert t.s2(7, 10, 1) == pytest.approx(2.0)
-    assert t.s2(8, 24, 1) == 100.0
-    assert t.s2_by_seed(24, 1, [7, 8]) == {7: pytest.approx(6.5), 8: 100.0}
-
-
-def test_s2_matches_compare_recomputation():
-
-    rng = np.random.default_rng(0)
-    t, eps = EpisodeTracker(), []
-    for w in range(4):
-        row = 0
-        for _ in range(30):
-            length = int(rng.integers(8, 40))
-            row += length + 1 if row else length
-            eps.append(dict(seed=0, worker=w, row_last=row, length=length,
-                            score=float(length), terminal=True))
-    eps.sort(key=lambda e: e["row_last"])
-    t.add_rows(eps)
-    for n in range(4, 4 * 900, 4 * 37):
-        a, b = t.s2(0, n, 4), statistics.s2_at(eps, 4, n)
-        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
-
-
-def test_tracker_order_checked_and_serialisable():
-    t = _tracker()
-    with pytest.raises(ValueError, match="completion order"):
-        t.add(0, 0, 10, 1, 1.0, True)
-    blob = json.loads(json.dumps(t.to_dict()))
-    u = EpisodeTracker.from_dict(blob)
-    assert u.s2(0, 20, 2) == t.s2(0, 20, 2)
-    assert u.seeds() == [0]
-    # prune keeps what any later query needs
-    for k in range(30):  # env 0: rows 3, 7, 10, then 12..41
-        t.add(0, 0, 12 + k, 1, float(k), True)
-    before = [t.s2(0, n, 2) for n in (60, 70, 84)]
-    t.prune(60, 2)
-    # 22 episodes end on rows <= 30: the last 10 stay, plus the 11 after row 30
-    assert t.count(0, 0) == 21
-    assert [t.s2(0, n, 2) for n in (60, 70, 84)] == before
+def test_resumed_run_audits_the_s2_it_logged(tmp_path):
+    """A run resumed from one whose records logged S2: the records written after the
+    resume carry none of the protocol's fields. The logged values are still audited and
+    the statistics are the whole run's, S2 from episodes.jsonl."""
+    run = tmp_path / "run"
+    make_run(run)
+    recs = inputs.read_jsonl(run / "records.jsonl")
+    resumed = [r if r["rows"] <= 10000 else
+               {k: v for k, v in r.items() if k not in inputs.PROTOCOL_FIELDS} for r in recs]
+    write_jsonl(run / "records.jsonl", resumed)
+    assert compare_main(str(run), None, None, None) == 0
+    summ = read_summary(run)
+    status = {c["name"]: c["status"] for c in summ["checks"]}
+    assert status["ours: s2_logged = S2 from episodes.jsonl"] == "pass"
+    assert summ["S2_final"] == pytest.approx({"0": 28.125, "1": 28.125, "2": 28.125})
+    resumed[0]["s2_logged"] = 1.0  # a logged value that the episodes do not give
+    write_jsonl(run / "records.jsonl", resumed)
+    assert compare_main(str(run), None, None, None) == 1
+    assert "ours: s2_logged = S2 from episodes.jsonl" in failed_checks(read_summary(run))
 
 
 def test_schedule_follows_the_runs_reference_version():

@@ -306,6 +306,24 @@ def test_old_run_config_without_new_fields_loads(tmp_path):
     assert config.env == Config().env and config.run.replay_size == 5_000_000
 
 
+def test_files_of_earlier_runs_with_a_retired_key_load(tmp_path):
+    """run.protocol wrote the protocol's record fields, which `dreamerjax compare` now
+    derives: a run's config.json, a dotted config file and an exported policy's config that
+    hold it still load; a --set of it is refused with the reason."""
+    old = Config().to_dict()
+    old["run"]["protocol"] = True
+    assert from_dict(old) == Config()
+    dotted = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in C.to_dotted(Config()).items()}
+    assert C.from_mapping({**dotted, "run.protocol": True}) == Config()
+    path = tmp_path / "old.yaml"
+    path.write_text("run.protocol: true\nrun.steps: 4000\n")
+    assert C.load_file(path) == {"run.steps": 4000}
+    assert C.resolve(config_file=path)[0].run.steps == 4000
+    with pytest.raises(C.ConfigError, match=r"run.protocol.*`dreamerjax compare` reads any"):
+        C.resolve(sets=["run.protocol=true"])
+
+
 def test_every_field_has_one_key():
     def leaves(cls, prefix=""):
         for f in dataclasses.fields(cls):

@@ -10,7 +10,7 @@ import pytest
 from _runs import small_argv
 from _xla import json_of_child, train_in_processes
 
-from dreamerjax.run.records import read_records, without_timing
+from dreamerjax.run.records import read_episodes, read_records, without_timing
 
 TESTS = Path(__file__).parent
 # The small run's log points (tests/_runs.py) for seeds 0 and 1, in records order.
@@ -22,8 +22,7 @@ SCRIPT = textwrap.dedent("""
     import jax
     import jax.numpy as jnp
     from dreamerjax.run import driver, loop as train
-    from dreamerjax.run import setup as setup_lib
-    from dreamerjax.tools.protocol.fields import ProtocolFields
+    from dreamerjax.run import records, setup as setup_lib
 
     out = sys.argv[1]
     sys.path.insert(0, sys.argv[2])  # tests/, for the shared small run
@@ -39,8 +38,8 @@ SCRIPT = textwrap.dedent("""
     cfg = small_config()
     res = {"device_count": jax.device_count()}
     res["records_2"] = driver.train(cfg, (0, 1), os.path.join(out, "d2"), devices=2,
-                                    progress=False, compile_cache=False,
-                                    callbacks=[ProtocolFields()]).records
+                                    progress=False, compile_cache=False).records
+    res["episodes_2"] = records.read_episodes(os.path.join(out, "d2"))
 
     tr = driver.make_trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
     st = tr.init()
@@ -103,14 +102,15 @@ def _same(a, b, path=""):
         assert a == b and type(a) is type(b), path
 
 
-def test_two_devices_give_the_records_of_one(result, one_device):
+def test_two_devices_give_the_records_of_one(result, one_device, small_whole_run):
     assert result["device_count"] == 2
     two, one = _strip(result["records_2"]), _strip(one_device)
     assert [(r["seed"], r["rows"]) for r in two] == ROWS
     assert two[-1]["updates"] > 0  # the gate opened, so updates ran on both devices
     # What the run decides by (episodes, evaluation, counts) is identical.
+    assert result["episodes_2"] == read_episodes(small_whole_run)
     for r2, r1 in zip(two, one, strict=True):
-        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
+        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths"):
             assert r2[k] == r1[k], k
     _same(two, one)
 
@@ -149,8 +149,9 @@ def test_two_processes_give_the_records_of_two_devices(result, tmp_path):
         recs = [json.loads(line) for line in f]
     two = _strip(result["records_2"])
     assert [(r["seed"], r["rows"]) for r in recs] == ROWS
+    assert read_episodes(out) == result["episodes_2"]
     for rp, r2 in zip(_strip(recs), two, strict=True):
-        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths", "s2_logged"):
+        for k in ("seed", "rows", "updates", "eval_returns", "eval_lengths"):
             assert rp[k] == r2[k], k
     _same(_strip(recs), two)
     assert (out / "curves.png").is_file() and (out / "checkpoints" / "0").is_dir()

@@ -230,11 +230,6 @@ class RunConfig:
     # envs' programs map their seeds). "auto": "threads" on a CPU backend, "vmap" otherwise.
     # One device only for "map" and "threads".
     seed_loop: str = "auto"
-    # run.protocol (ours): every record carries the CartPole protocol's fields (side,
-    # s2_logged, train_raw; tools/protocol/fields.py), as the pre-registered
-    # protocol's record format asks; `dreamerjax train --protocol`. Off: a plain run writes
-    # none of them, and `dreamerjax compare` derives what it needs from the run's files.
-    protocol: bool = False
     # jax.train_devices (configs.yaml:31 @29eb964): the devices that train one seed's
     # agent data-parallel, numbered within the seed's group of devices (so 0 ... N-1):
     # each takes num_envs / N of the seed's envs and replay and batch_size / N of its

@@ -157,7 +157,6 @@ OUR_KEYS: dict[str, str] = {
     "run.seed_loop": "run.seed_loop",
     # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.
     "jax.train_mesh": "run.train_mesh",
-    "run.protocol": "run.protocol",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
     "twohot_mean": "agent.twohot_mean",
     "sample_mode": "agent.sample_mode",
@@ -306,7 +305,17 @@ REFUSED: dict[str, str] = {
     "batch_length_eval": "there is no evaluation replay",
     "replay_length_eval": "there is no evaluation replay",
     "random_agent": "not implemented",
+    "run.protocol": ("`dreamerjax compare` reads any run: S2 from its episodes.jsonl, the "
+                     "other fields from its records"),
 }
+
+# Keys that config files and exported policies of earlier runs hold but that set nothing
+# now: reading such a file drops them (a --set of one is refused with REFUSED's reason).
+RETIRED_KEYS = frozenset({"run.protocol"})
+
+
+def _without_retired(flat: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in flat.items() if k not in RETIRED_KEYS}
 
 # Config fields that may differ between a checkpoint and the run resuming it: none
 # changes a shape or the algorithm. run.steps may only grow (steps_may_grow);
@@ -334,7 +343,6 @@ FLAG_KEYS: dict[str, str] = {
     "checkpoint_every": "run.checkpoint_every",
     "report_every": "run.report_every_logs",
     "driver_parallel": "run.driver_parallel",
-    "protocol": "run.protocol",
     "twohot_mean": "twohot_mean",
     "reference": "reference",
     "cnn_mults": r"(enc|dec)\.simple\.mults",
@@ -569,7 +577,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
             return to_dotted(from_dict(fields))
         except TypeError as e:
             raise ConfigError(f"--config {path}: not a dreamerjax config ({e})") from None
-    return flatten(data)
+    return _without_retired(flatten(data))
 
 
 def _is_field_form(data: Mapping) -> bool:
@@ -941,7 +949,8 @@ def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
     """The defaults with a dotted mapping applied (types checked as for --set), validated:
     e.g. the dotted JSON of an exported policy."""
     flat: dict[str, Any] = to_dotted(Config())
-    _apply(flat, dict.fromkeys(flat, "defaults"), flatten(updates), label, full=True)
+    _apply(flat, dict.fromkeys(flat, "defaults"), _without_retired(flatten(updates)), label,
+           full=True)
     config = from_dotted(flat)
     validate(config)
     return config

@@ -8,7 +8,7 @@ reference's `timer/` statistics cover the span since its logger last wrote
     chunk       the log interval's chunk: acting, env steps and updates (the compiled
                 program, or host envs stepped beside it), until its results are ready
     evaluate    the evaluation episodes and the log point's records assembled
-    callbacks   the driver callbacks (the protocol's fields, yours)
+    callbacks   the driver callbacks (the W&B and MLflow outputs, yours)
     report      the world model's open-loop report (pictures and TensorBoard images);
                 0 at log points without one (run.report_every)
     write       the previous log point's records, episodes and TensorBoard scalars

@@ -183,8 +183,7 @@ def record_row(
     None. train_return: the mean score of the training episodes that ended in this log
     interval (None if none did). wall_s: the run's seconds at this record; None leaves it
     to the writer (the training loop stamps it, with host_s, as the record is written:
-    run/host_time.stamp). Callbacks may add fields (tools/protocol/fields.py's
-    ProtocolFields adds the protocol's side, s2_logged and train_raw).
+    run/host_time.stamp). Callbacks may add fields.
     """
     returns = None if eval_returns is None else [_float_or_none(r) for r in eval_returns]
     lengths = None if eval_lengths is None else [_count_or_none(n) for n in eval_lengths]

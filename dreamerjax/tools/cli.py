@@ -109,9 +109,6 @@ class TrainArgs:
     no_xla_tuning: bool = False
     """Leave XLA_FLAGS as they are (otherwise one XLA:CPU option that makes the update
     faster is added; run/xla_tuning.py). DREAMERJAX_XLA_TUNING=0 does the same."""
-    protocol: bool = False
-    """Write the CartPole protocol's record fields (side, s2_logged, train_raw) into every
-    record (run.protocol; docs/protocol.md). `dreamerjax compare` reads any run."""
     distributed: bool = False
     """Multi-host run: start jax.distributed first (cluster auto-detection, or the three
     options below); process 0 writes the run directory, which all processes must share."""
@@ -759,8 +756,8 @@ def resolve_args(args: TrainArgs | InfoArgs):
     from dreamerjax.config import keys as configs
 
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
-    for name in ("driver_parallel", "protocol"):  # switches: on, or not given
-        flags[name] = True if flags[name] else None
+    # A switch is on, or not given.
+    flags["driver_parallel"] = True if flags["driver_parallel"] else None
     try:
         return configs.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, **flags)
@@ -852,15 +849,11 @@ def train_command(args: TrainArgs) -> int:
     preflight(config, seeds, args.devices)
     from dreamerjax.run import driver
 
-    callbacks = []
-    if config.run.protocol:
-        from dreamerjax.tools.protocol.fields import ProtocolFields
-        callbacks.append(ProtocolFields())
     stop = driver.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
         recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
-                            compile_cache=not args.no_compile_cache, callbacks=callbacks,
+                            compile_cache=not args.no_compile_cache,
                             stop=stop, target_return=args.target_return,
                             **process_options(args)).records
     finally:

@@ -6,15 +6,14 @@ CartPole-v1: comparison protocol", sections 5.1-5.4; docs/protocol.md), computes
 statistics and writes compare.md, summary.json and curves.png. Our run directory also
 holds config.json (the resolved `dreamerjax.config.defaults.Config`), which fixes the log
 points and, through dreamerjax.data.schedule, the expected update counts of both sides.
-A plain run (no `--protocol`) is read as well: its records lack the protocol's fields,
-and S2 comes from its episodes.jsonl (inputs.as_ours).
+Our records carry none of the protocol's own fields: they are read as our side's, and S2
+comes from the run's episodes.jsonl (inputs.as_ours, statistics.s2_at).
 
 The package, by job:
-  inputs.py      the run's schedule and the record sets (layouts, a plain run's records)
+  inputs.py      the run's schedule and the record sets (layouts, our records as ours)
   checks.py      the input checks of section 5.3
   statistics.py  S1, S2, the decision rule (section 5.2) and the metric windows (5.4)
   report.py      compare.md, summary.json, curves.png and the printed result
-  fields.py      the driver callback writing the protocol's record fields while training
 
 The decision stays with the user: the exit code says only whether the inputs passed.
 """
@@ -31,7 +30,6 @@ from dreamerjax.tools.protocol.checks import (
     check_reference_yaml,
     side_checks,
 )
-from dreamerjax.tools.protocol.fields import EpisodeTracker, ProtocolFields
 from dreamerjax.tools.protocol.inputs import (
     InputError,
     RecordSet,
@@ -52,7 +50,7 @@ from dreamerjax.tools.protocol.report import (
 )
 from dreamerjax.tools.protocol.statistics import PUBLISHED_SOURCE, decide, s1_rows
 
-__all__ = ["EpisodeTracker", "ProtocolFields", "compare_main"]
+__all__ = ["compare_main"]
 
 
 def _seeds_of(rs: RecordSet, seeds: tuple[int, ...] | None) -> tuple[int, ...]:

@@ -298,9 +298,13 @@ def check_episodes(rs: RecordSet, side_role: str, seeds: tuple[int, ...],
 
 def check_s2_audit(rs: RecordSet, side_role: str, seeds: tuple[int, ...],
                    sched: Schedule) -> Check:
-    """Logged S2 (s2_logged) equals S2 recomputed from episodes.jsonl at every N."""
+    """Logged S2 (s2_logged) equals S2 recomputed from episodes.jsonl at every N. Our
+    records log none (a run resumed from one that did holds both kinds): only the values
+    logged are audited there."""
     name = f"{side_role}: s2_logged = S2 from episodes.jsonl"
     recs = [r for r in rs.records if r["seed"] in seeds]
+    if side_role == "ours":
+        recs = [r for r in recs if r["s2_logged"] is not None]
     if rs.episodes is None or all(r["s2_logged"] is None for r in recs):
         return Check(name, "skip", "nothing to audit")
     problems = []
@@ -386,11 +390,12 @@ def check_seeds_present(rs: RecordSet, side_role: str, seeds: tuple[int, ...]) -
 
 
 def plain_records_note(rs: RecordSet, side_role: str) -> list[Check]:
-    """A skip entry naming the records of a plain run (inputs.as_ours); none otherwise."""
+    """A skip entry naming the records read without the protocol's fields (inputs.as_ours);
+    none otherwise."""
     if not rs.plain:
         return []
     return [Check(f"{side_role}: protocol fields ({', '.join(PROTOCOL_FIELDS)})", "skip",
-                  f"{rs.plain} records of a plain run: read as ours, S2 from episodes.jsonl, "
+                  f"{rs.plain} records without them: read as ours, S2 from episodes.jsonl, "
                   "train metrics under the names logged")]
 
 

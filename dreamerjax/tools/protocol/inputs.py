@@ -5,9 +5,11 @@ episodes.jsonl (one line per finished training episode). Two layouts are read: o
 directory holding both files with a `seed` field per line, or per-seed subdirectories
 `ref_s{s}/` (or `s{s}/`) each holding its own pair.
 
-A plain run (trained without `--protocol`) writes records without the protocol's fields
-(side, s2_logged, train_raw): `as_ours` reads them as our side's, with nothing logged for
-S2 (S2 then comes from episodes.jsonl) and the train metrics under the names logged.
+Our runs write records without the protocol's own fields (side, s2_logged, train_raw):
+`as_ours` reads them as our side's, with nothing logged for S2 (S2 comes from
+episodes.jsonl, statistics.s2_at) and the train metrics under the names logged. Record
+sets that carry the fields (the reference harness's, earlier runs of ours) are read as
+they are.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dreamerjax.data import schedule as schedule_lib
 CARTPOLE_LIMIT = 500
 # The protocol's env through either path: gymnax's (compiled) or Gymnasium's (host).
 CARTPOLE_ENVS = ("CartPole-v1", "gym_CartPole-v1")
-# The record fields the protocol adds to a run's own (run.protocol; fields.ProtocolFields).
+# The record fields of the protocol's schema (section 5.1) beyond a run's own.
 PROTOCOL_FIELDS = ("side", "s2_logged", "train_raw")
 OUR_SIDE = "dreamerjax"
 
@@ -212,7 +214,7 @@ def _load_per_seed(d: Path, subdirs: list[tuple[int, Path]]) -> RecordSet:
 
 
 def as_ours(rs: RecordSet) -> RecordSet:
-    """Our run's record set, a plain run's records read as the protocol's.
+    """Our run's record set, its records read as the protocol's.
 
     A record with none of PROTOCOL_FIELDS gets side "dreamerjax" and s2_logged None (S2
     is recomputed from episodes.jsonl either way; only a logged value is audited); its
