@@ -1,7 +1,7 @@
 """`dreamerjax demo` learns CartPole: three seeds, each to its end (slow tier, minutes each).
 
-The default tier's tests/test_cli.py::test_demo_runs_train checks the demo's code path
-with the training replaced; this runs it whole. results/demo_sweep/ has the sweep that
+The default tier's tests/test_cli.py::test_demo_runs runs the command shortened on the
+tiny network; this runs it as a newcomer does. results/demo_sweep/ has the sweep that
 chose the demo's settings (cli.DEMO_RUN) and their evaluation returns on 5 seeds.
 """
 
@@ -17,7 +17,7 @@ def test_demo_learns_cartpole(seed, tmp_path, capsys):
     out = tmp_path / "demo"
     assert cli.main(["demo", "--seed", str(seed), "--out", str(out)]) == 0
     last = read_records(out)[-1]
-    assert last["seed"] == seed and last["rows"] == cli.DEMO_RUN["steps"]
+    assert last["seed"] == seed and last["rows"] <= cli.DEMO_RUN["steps"]
     assert len(last["eval_returns"]) >= 5
     assert last["eval_mean"] >= cli.DEMO_LEARNED, last["eval_returns"]
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("CartPole learned:")
