@@ -64,10 +64,11 @@ def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT,
     key = jax.random.PRNGKey(0)  # unused: mode everywhere
     lat0 = {"deter": carry["deter"], "stoch": carry["stoch"]}
     start, rec = nets.observe(params["dyn"], cfg.rssm, lat0, prevacts[:, :n], embed[:, :n],
-                              data["is_first"][:, :n], key, mode=True)
+                              data["is_first"][:, :n], key, mode=True, version=cfg.version)
 
     def step(c, a):
-        return nets.img_step(params["dyn"], cfg.rssm, c, a, key, mode=True)
+        return nets.img_step(params["dyn"], cfg.rssm, c, a, key, mode=True,
+                             version=cfg.version)
 
     _, img = jax.lax.scan(step, start, jnp.swapaxes(prevacts[:, n:], 0, 1))
     img = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), img)
