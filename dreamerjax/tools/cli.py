@@ -529,8 +529,11 @@ class DemoArgs:
     """Use the tiny network (faster, learns less)."""
 
     def train_args(self) -> TrainArgs:
+        # compiled in this process: a 1m model's compile peak is small, and a child that
+        # compiles first would only add its start-up to a newcomer's wait
         return TrainArgs(**{**DEMO_RUN, "steps": self.steps}, seeds=(self.seed,),
-                         out=self.out, tiny=self.tiny, target_return=DEMO_LEARNED)
+                         out=self.out, tiny=self.tiny, target_return=DEMO_LEARNED,
+                         no_precompile=True)
 
     def validate(self) -> DemoArgs:
         self.train_args().validate()
