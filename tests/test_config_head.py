@@ -128,3 +128,13 @@ def test_the_command_line_at_e3f0224_passes():
     config = cli.config_from_args(cli.parse(argv).validate())
     assert config.agent.reference == HEAD_REF and not config.agent.enc.outer
     C.validate(config)
+
+
+def test_keys_both_versions_have_resolve_at_e3f0224():
+    # HEAD's own logger keys and its dmc_vision (the image only: our enc/dec.spaces)
+    config, _ = C.resolve(["dmc_vision"], ["logger.outputs=[jsonl]", "logger.filter=score"],
+                          reference=HEAD_REF)
+    assert config.agent.reference == HEAD_REF
+    assert config.logger.outputs == ("jsonl",) and config.logger.filter == "score"
+    assert C.to_dotted(config)["enc.spaces"] == "image"
+    assert C.to_dotted(config)["dec.spaces"] == "image"

@@ -64,11 +64,13 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
     "agent.repval_loss": ("replay_critic_loss",),  # :115
 }
 
-# Internal keys spelled the same at HEAD.
+# Internal keys spelled the same at HEAD. logger.outputs / logger.filter are HEAD's own
+# keys (configs.yaml:23-24); enc/dec.spaces choose the observation keys the agent sees,
+# which HEAD's dmc_vision does through env.dmc.proprio (configs.yaml:186).
 SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
           "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
-          "jax.train_devices")
+          "jax.train_devices", "logger.outputs", "logger.filter", "enc.spaces", "dec.spaces")
 
 _ONE = "only this value is implemented"
 _NET = ("agent.dyn.rssm", "agent.enc.simple", "agent.dec.simple", "agent.rewhead",
