@@ -523,6 +523,8 @@ def test_dmc_vision_encodes_and_decodes_only_the_image():
     (["jax.train_devices=[0,1]", "jax.train_mesh=1,1,2"], r"^jax.train_mesh: the tensor axis"),
     (["jax.train_devices=[0,1]", "jax.train_mesh=3,-1,1"], r"^jax.train_mesh: '3,-1,1' does "),
     (["jax.train_mesh=a,b"], r"^jax.train_mesh: expects three integers"),
+    # 'f' is HEAD's FSDP axis (algo/fsdp.py): 29eb964 has none.
+    (["jax.train_devices=[0,1]", "jax.train_mesh=1,2,1"], r"^jax.train_mesh: the FSDP axis"),
 ])
 def test_train_devices_are_checked_by_key(sets, match):
     with pytest.raises(C.ConfigError, match=match):
@@ -530,9 +532,13 @@ def test_train_devices_are_checked_by_key(sets, match):
 
 
 def test_train_devices_and_heads_mesh_resolve():
-    config, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=2,-1,1"])
+    config, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=2,-1,1"],
+                          reference="e3f0224")
     assert config.run.train_devices == (0, 1, 2, 3)
-    from dreamerjax.config.defaults import data_devices, mesh_shape
+    from dreamerjax.config.defaults import data_devices, fsdp_devices, mesh_shape
     assert data_devices(config.run) == 4 and mesh_shape(config.run) == (2, 2, 1)
+    assert fsdp_devices(config.run) == 2
+    plain, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=-1,1,1"])
+    assert mesh_shape(plain.run) == (4, 1, 1) and fsdp_devices(plain.run) == 1
     head, _ = C.resolve(sets=["jax.train_devices=[0,1]"], reference="e3f0224")
     assert head.run.train_devices == (0, 1)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState, retnorm_init, retnorm_stats, retnorm_update
@@ -219,8 +220,17 @@ def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
     }
 
 
-def optimizer(cfg: AgentConfig) -> optax.GradientTransformation:
-    return make_optimizer(cfg.opt, cfg.version)
+def optimizer(cfg: AgentConfig, slices: fsdp_lib.Slices | None = None
+              ) -> optax.GradientTransformation:
+    return make_optimizer(cfg.opt, cfg.version, slices=slices)
+
+
+def param_slices(cfg: AgentConfig, spaces: Spaces, fsdp: fsdp_lib.Fsdp) -> fsdp_lib.Slices:
+    """How the parameters lie over an FSDP axis: each leaf's split axis from its global
+    shape (algo/fsdp.py's rule), found by tracing init_params (no compute)."""
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    shapes = jax.eval_shape(lambda k: init_params(k, cfg, spaces), key)
+    return fsdp_lib.Slices(fsdp_lib.dims_of(shapes, fsdp.size), fsdp)
 
 
 def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
@@ -801,7 +811,8 @@ def split_context(cfg: AgentConfig, spaces: Spaces, batch: dict):
 
 
 def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key,
-           data_axis: str | None = None):
+           data_axis: str | tuple[str, ...] | None = None,
+           fsdp: fsdp_lib.Fsdp | None = None):
     """One train step (Agent.train): loss, gradients, optimiser, slow critic.
 
     batch (`batch_specs`): obs {name: [B, 1+T, *shape]}, action, reward, is_first,
@@ -818,9 +829,22 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
     normaliser sees every shard's returns, as the reference's data-parallel train step
     (jaxutils.py:338,499 @29eb964; embodied/jax/opt.py:52-54 @e3f0224). The state stays
     the same on every shard; the loss, metrics and outs are the shard's own.
+
+    fsdp: the state's parameters, slow critic and optimiser moments are this device's
+    slices over fsdp.axis (algo/fsdp.py; data_axis is then fsdp.batch_axes): the whole
+    parameters are gathered for the loss, and the optimiser runs on this device's slice
+    of the averaged gradients. The numbers are those of the replicated update up to the
+    order of float32 sums.
     """
-    return apply_gradients(state, cfg, *gradients(state, cfg, spaces, batch, key, data_axis),
-                           data_axis=data_axis)
+    if fsdp is None:
+        return apply_gradients(state, cfg,
+                               *gradients(state, cfg, spaces, batch, key, data_axis),
+                               data_axis=data_axis)
+    slices = param_slices(cfg, spaces, fsdp)
+    whole = state.replace(params=fsdp_lib.gather(state.params, slices.dims, fsdp),
+                          slow=fsdp_lib.gather(state.slow, slices.dims["critic"], fsdp))
+    return apply_gradients(state, cfg, *gradients(whole, cfg, spaces, batch, key, data_axis),
+                           data_axis=data_axis, slices=slices)
 
 
 def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key,
@@ -839,12 +863,17 @@ def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, 
 
 
 def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads,
-                    data_axis: str | None = None):
+                    data_axis: str | tuple[str, ...] | None = None,
+                    slices: fsdp_lib.Slices | None = None):
     """The rest of `update` from `gradients`' results: optimiser, slow critic, metrics and
-    the posterior latents. Returns (state, outs, metrics) as `update`."""
-    if data_axis is not None:
+    the posterior latents. Returns (state, outs, metrics) as `update`. slices: the state
+    holds this device's slices (`update`'s fsdp); grads are whole, of this device's part
+    of the batch."""
+    if slices is not None:
+        grads = fsdp_lib.mean_scatter(grads, slices.dims, slices.fsdp)
+    elif data_axis is not None:
         grads = jax.tree.map(lambda g: jax.lax.pmean(g, data_axis), grads)
-    opt = optimizer(cfg)
+    opt = optimizer(cfg, slices)
     updates, opt_state = opt.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
@@ -856,7 +885,7 @@ def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads
     # e3f0224 reports the loss of the whole batch, 29eb964 each device's own (its metrics
     # leave the data-parallel step mirrored: device 0's, jaxagent.py:341-343 @29eb964).
     metrics["opt_loss"] = batch_stats(data_axis if e3f0224 else None)[0](total)
-    metrics.update(optimizer_metrics(grads, updates, params, step, rms=e3f0224))
+    metrics.update(optimizer_metrics(grads, updates, params, step, rms=e3f0224, slices=slices))
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
                            retnorm=aux["retnorm"], step=step, updates=count)
     post = aux["post"]

@@ -46,10 +46,13 @@ def _bias_correction(moment: Any, decay: float, count: jax.Array) -> Any:
     return jax.tree.map(lambda t: t / correction.astype(t.dtype), moment)
 
 
-def scale_by_agc(clip: float = 0.3, pmin: float = 1e-3) -> optax.GradientTransformation:
+def scale_by_agc(clip: float = 0.3, pmin: float = 1e-3, *,
+                 slices: Any = None) -> optax.GradientTransformation:
     """Adaptive gradient clipping per parameter tensor (jaxutils.py:660-674).
 
     Each tensor's update is scaled down so that ||u|| <= clip * max(pmin, ||param||).
+    slices: an fsdp.Slices when the parameters and updates are this device's slices of
+    them; the norms are then those of the whole tensors.
     """
 
     def init_fn(params):
@@ -66,7 +69,15 @@ def scale_by_agc(clip: float = 0.3, pmin: float = 1e-3) -> optax.GradientTransfo
             upper = clip * jnp.maximum(pmin, pnorm)
             return update * (1 / jnp.maximum(1.0, unorm / upper))
 
-        return jax.tree.map(clip_one, params, updates), state
+        if slices is None:
+            return jax.tree.map(clip_one, params, updates), state
+
+        def clip_slice(update, usq, psq):
+            upper = clip * jnp.maximum(pmin, jnp.sqrt(psq))
+            return update * (1 / jnp.maximum(1.0, jnp.sqrt(usq) / upper))
+
+        return jax.tree.map(clip_slice, updates, slices.sumsq(updates),
+                            slices.sumsq(params)), state
 
     return optax.GradientTransformation(init_fn, update_fn)
 
@@ -144,18 +155,20 @@ def e3f0224_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
     return optax.scale_by_learning_rate(sched)
 
 
-def make_optimizer(cfg: OptConfig, version: Reference = Reference.V29EB964
-                   ) -> optax.GradientTransformation:
+def make_optimizer(cfg: OptConfig, version: Reference = Reference.V29EB964, *,
+                   slices: Any = None) -> optax.GradientTransformation:
     """The reference's default `opt` (configs.yaml `opt`, jaxutils.py:429-457 @29eb964;
     agent.py:342-379 @e3f0224 for version e3f0224).
 
     AGC is left out when cfg.agc == 0, as in the reference. The state is a tuple; read it
     with `opt_moments` / `opt_step` (e3f0224's chain keeps a warmup-0 stage as its counter).
+    slices: see scale_by_agc (every other stage works element by element).
     """
     e3f0224 = version == Reference.E3F0224
     chain = []
     if cfg.agc or e3f0224:  # e3f0224's clip_by_agc passes the updates through at agc 0
-        chain.append(scale_by_agc(cfg.agc, cfg.pmin) if cfg.agc else optax.identity())
+        chain.append(scale_by_agc(cfg.agc, cfg.pmin, slices=slices) if cfg.agc
+                     else optax.identity())
     chain += [scale_by_rms(cfg.beta2, cfg.eps), scale_by_momentum(cfg.beta1)]
     if e3f0224:
         chain += [e3f0224_learning_rate(cfg), scale_by_warmup(0)]
@@ -184,15 +197,21 @@ def opt_step(opt_state: Any) -> jax.Array:
     return _find_state(opt_state, WarmupState).count
 
 
-def global_norm(tree: Any) -> jax.Array:
-    """sqrt of the sum of squares of every leaf (optax.global_norm)."""
+def global_norm(tree: Any, slices: Any = None) -> jax.Array:
+    """sqrt of the sum of squares of every leaf (optax.global_norm); of the whole leaves
+    when they are slices (an fsdp.Slices)."""
+    if slices is not None:
+        return jnp.sqrt(sum(jax.tree.leaves(slices.sumsq(tree))))
     leaves = jax.tree.leaves(tree)
     return jnp.sqrt(sum(jnp.sum(x * x) for x in leaves))
 
 
-def tree_rms(tree: Any) -> jax.Array:
+def tree_rms(tree: Any, slices: Any = None) -> jax.Array:
     """sqrt(sum of squares / element count) over every leaf (embodied/jax/nets.py:120-124
-    @e3f0224)."""
+    @e3f0224); of the whole leaves when they are slices (an fsdp.Slices)."""
+    if slices is not None:
+        return jnp.sqrt(jnp.stack(jax.tree.leaves(slices.sumsq(tree))).sum()
+                        / f32(slices.size(tree)))
     leaves = jax.tree.leaves(tree)
     count = sum(x.size for x in leaves)
     sumsq = jnp.stack([jnp.square(x).sum().astype(f32) for x in leaves]).sum()
@@ -200,23 +219,27 @@ def tree_rms(tree: Any) -> jax.Array:
 
 
 def optimizer_metrics(
-    grads: Any, updates: Any, new_params: Any, step: jax.Array, rms: bool = False
+    grads: Any, updates: Any, new_params: Any, step: jax.Array, rms: bool = False, *,
+    slices: Any = None,
 ) -> dict[str, jax.Array]:
     """The reference's optimizer metrics (jaxutils.py:525-549) under the `opt_` prefix.
 
     grads: raw gradients (before AGC); updates: the applied update; new_params: params
     after the update; step: update count after this update (int32). rms: add HEAD's
-    grad_rms / update_rms / param_rms (opt.py:73-79 @e3f0224).
+    grad_rms / update_rms / param_rms (opt.py:73-79 @e3f0224). slices: an fsdp.Slices
+    when the trees are this device's slices; the norms and the count are the whole's.
     """
-    count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(new_params))
+    count = (sum(int(np.prod(x.shape)) for x in jax.tree.leaves(new_params))
+             if slices is None else slices.size(new_params))
     if rms:
-        return {**optimizer_metrics(grads, updates, new_params, step),
-                "opt_grad_rms": tree_rms(grads), "opt_update_rms": tree_rms(updates),
-                "opt_param_rms": tree_rms(new_params)}
+        return {**optimizer_metrics(grads, updates, new_params, step, slices=slices),
+                "opt_grad_rms": tree_rms(grads, slices),
+                "opt_update_rms": tree_rms(updates, slices),
+                "opt_param_rms": tree_rms(new_params, slices)}
     return {
-        "opt_grad_norm": global_norm(grads),
-        "opt_update_norm": global_norm(updates),
-        "opt_param_norm": global_norm(new_params),
+        "opt_grad_norm": global_norm(grads, slices),
+        "opt_update_norm": global_norm(updates, slices),
+        "opt_param_norm": global_norm(new_params, slices),
         "opt_grad_steps": jnp.asarray(step, i32),
         "opt_param_count": jnp.asarray(count, i32),
     }

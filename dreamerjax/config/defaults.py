@@ -236,8 +236,10 @@ class RunConfig:
     # batch; gradients are averaged over them (docs/scaling.md). `--data-devices N`.
     train_devices: tuple[int, ...] = (0,)
     # jax.train_mesh (embodied/jax/agent.py:27 @e3f0224): HEAD's 'd,f,t' shape of the
-    # train devices (data, FSDP, tensor; one -1 takes the rest). HEAD's DreamerV3 agent
-    # has no partition rules, so 'f' splits the batch as 'd' does; 't' must be 1.
+    # train devices (data, FSDP, tensor; one -1 takes the rest). The batch splits over all
+    # d x f devices; f > 1 also stores the parameters and optimiser state sharded over
+    # the f devices (algo/fsdp.py; HEAD replicates them, docs/deviations.md D21). 't' must
+    # be 1; f must be 1 at 29eb964, which has no such axis.
     train_mesh: str = "-1,1,1"
 
 
@@ -267,6 +269,13 @@ def mesh_shape(run: RunConfig) -> tuple[int, int, int]:
         raise ValueError(f"jax.train_mesh: {run.train_mesh!r} holds {math.prod(shape)} "
                          f"devices, jax.train_devices {n}")
     return tuple(shape)
+
+
+def fsdp_devices(run: RunConfig) -> int:
+    """f of jax.train_mesh: the devices over which one seed's parameters, slow critic and
+    optimiser state are stored sharded (algo/fsdp.py); 1 keeps them whole on every
+    device."""
+    return mesh_shape(run)[1]
 
 
 # agent.twohot_mean values: the summations algo/numerics.py implements (its dict of them

@@ -1092,13 +1092,17 @@ def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
             raise ConfigError(f"{key}: {flat[key]} cannot be split evenly over the {n} "
                               "train devices (jax.train_devices)")
     try:
-        _, _, tensor = mesh_shape(config.run)
+        _, fsdp, tensor = mesh_shape(config.run)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if tensor != 1:
         raise ConfigError("jax.train_mesh: the tensor axis 't' must be 1: HEAD shards no "
                           "DreamerV3 parameter over it (its agent has no partition rules), "
                           "so it would only repeat the work")
+    if fsdp != 1 and config.agent.reference != HEAD_REF:
+        raise ConfigError(f"jax.train_mesh: the FSDP axis 'f' is HEAD's (--reference "
+                          f"{HEAD_REF}); {config.agent.reference} has none: split the batch "
+                          "with 'd' (or jax.train_devices)")
 
 
 def _check_ranges(flat: dict[str, Any]) -> None:

@@ -102,8 +102,9 @@ def act_and_insert(setup: Setup, s: SeedState, row: dict):
     key, k_pol, _ = jax.random.split(s.key, 3)  # as act_and_store (its k_env unused here)
     row = schema.conform(row, schema.env_row_spec(setup.spaces, row["is_first"].shape))
     act, carry, latent = agent_lib.policy(
-        s.agent.params, setup.config.agent, setup.spaces, s.carry, row["obs"],
-        row["is_first"], train_lib.shard_key(k_pol, train_lib.data_axis(setup)))
+        train_lib.acting_params(setup, s.agent.params), setup.config.agent, setup.spaces,
+        s.carry, row["obs"], row["is_first"],
+        train_lib.shard_key(k_pol, train_lib.data_axis(setup)))
     stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
     replay = replay_lib.replay_add(s.replay, stored)
     return s.replace(replay=replay, carry=carry, key=key), stored["action"]

@@ -20,10 +20,12 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config.defaults import (
     Config,
     RunConfig,
     data_devices,
+    fsdp_devices,
     replay_rows_per_env,
 )
 from dreamerjax.data import metric_window, schema
@@ -121,13 +123,36 @@ def example_batch(setup: Setup) -> dict:
 # and the chunk calls the same jitted function, whose trace JAX keeps for the same static
 # (config, spaces) and argument shapes. inline=True puts its ops into the chunk as they are
 # (the chunk's program text is unchanged: no call boundary).
-_update = jax.jit(agent_lib.update, static_argnums=(1, 2, 5), inline=True)
+_update = jax.jit(agent_lib.update, static_argnums=(1, 2, 5, 6), inline=True)
 
 
-def data_axis(setup: Setup) -> str | None:
-    """DATA_AXIS when a seed trains on several devices, else None (one device: the
-    functions below are then the single-device ones, key for key)."""
+def fsdp_layout(setup: Setup) -> fsdp_lib.Fsdp | None:
+    """The FSDP layout of a seed's agent state when jax.train_mesh's f > 1 (its
+    parameters, slow critic and optimiser moments stored as slices over the f devices,
+    algo/fsdp.py), else None."""
+    f = fsdp_devices(setup.run)
+    return fsdp_lib.Fsdp(f, DATA_AXIS) if f > 1 else None
+
+
+def data_axis(setup: Setup) -> str | tuple[str, ...] | None:
+    """The mesh axes a seed's envs and batch split over: DATA_AXIS when a seed trains on
+    several devices, (DATA_AXIS, fsdp_lib.FSDP_AXIS) when they also hold its parameters
+    as slices (the d x f devices as one data axis, data-major), else None (one device:
+    the functions below are then the single-device ones, key for key)."""
+    fsdp = fsdp_layout(setup)
+    if fsdp is not None:
+        return fsdp.batch_axes
     return DATA_AXIS if data_devices(setup.run) > 1 else None
+
+
+def acting_params(setup: Setup, params: dict) -> dict:
+    """The whole parameters the policy acts with: gathered from this device's slices under
+    an FSDP layout, else params themselves."""
+    fsdp = fsdp_layout(setup)
+    if fsdp is None:
+        return params
+    slices = agent_lib.param_slices(setup.config.agent, setup.spaces, fsdp)
+    return fsdp_lib.gather(params, slices.dims, fsdp)
 
 
 def shard_key(key: jax.Array, axis: str | None) -> jax.Array:
@@ -203,8 +228,8 @@ def act_and_store(setup: Setup, s: SeedState):
     key, k_pol, k_env = jax.random.split(s.key, 3)
     axis = data_axis(setup)
     stored, carry, env, new_row, ends = act_and_step(
-        setup, s.agent.params, s.carry, s.row, s.env, shard_key(k_pol, axis),
-        shard_key(k_env, axis))
+        setup, acting_params(setup, s.agent.params), s.carry, s.row, s.env,
+        shard_key(k_pol, axis), shard_key(k_env, axis))
     replay = replay_lib.replay_add(s.replay, stored)
     return s.replace(replay=replay, env=env, row=new_row, carry=carry, key=key), ends
 
@@ -245,7 +270,7 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
     replay, batch, index = replay_lib.replay_sample(
         s.replay, shard_key(k_sample, axis), shard_batch_size(setup), setup.window_length)
     agent_state, outs, mets = _update(s.agent, cfg, setup.spaces, batch,
-                                      shard_key(k_update, axis), axis)
+                                      shard_key(k_update, axis), axis, fsdp_layout(setup))
     mets = reduce_metrics(mets, axis)
     replay = replay_lib.replay_write_latents(
         replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])

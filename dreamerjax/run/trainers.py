@@ -28,7 +28,8 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config.defaults import data_devices
+from dreamerjax.algo import fsdp as fsdp_lib
+from dreamerjax.config.defaults import data_devices, fsdp_devices
 from dreamerjax.envs.host import base as host_lib
 from dreamerjax.run import host_loop
 from dreamerjax.run import loop as train_lib
@@ -75,9 +76,11 @@ def seed_sharding(devices: int, num_seeds: int):
     return None if mesh is None else jax.sharding.NamedSharding(mesh, P("seed"))
 
 
-def run_mesh(devices: int, data: int, num_seeds: int):
+def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1):
     """The run's devices as a mesh: `devices` groups of seeds ('seed') x `data` devices
-    per seed ('data', loop.DATA_AXIS; only when > 1). None for one device."""
+    per seed ('data', loop.DATA_AXIS; only when > 1). With fsdp > 1 a seed's `data`
+    devices are data / fsdp ('data') x fsdp ('fsdp', fsdp_lib.FSDP_AXIS), device (i, j)
+    the one that is i * fsdp + j of the seed's plain data devices. None for one device."""
     if devices * data <= 1:
         return None
     avail = jax.devices()
@@ -89,17 +92,31 @@ def run_mesh(devices: int, data: int, num_seeds: int):
         raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
     if data == 1:
         return jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
+    if fsdp > 1:
+        grid = np.array(avail[:devices * data]).reshape(devices, data // fsdp, fsdp)
+        return jax.sharding.Mesh(grid, ("seed", train_lib.DATA_AXIS, fsdp_lib.FSDP_AXIS))
     grid = np.array(avail[:devices * data]).reshape(devices, data)
     return jax.sharding.Mesh(grid, ("seed", train_lib.DATA_AXIS))
 
 
-def state_specs(states: SeedState, data: bool) -> SeedState:
+def env_axes(fsdp: int) -> str | tuple[str, str]:
+    """The mesh axes a seed's envs split over: 'data', or ('data', 'fsdp') jointly."""
+    return (train_lib.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else train_lib.DATA_AXIS
+
+
+def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
     """The PartitionSpec of every leaf of the run's state: the seed axis over 'seed'; with
     data-parallel seeds the envs' axis of the env states, rows, policy carries and replay
-    over 'data' too (each data device keeps its own envs and their replay rows)."""
+    over 'data' too (each data device keeps its own envs and their replay rows). With
+    fsdp > 1 the envs split over ('data', 'fsdp') and every leaf of the agent state is
+    split over 'fsdp' as algo/fsdp.py's rule says (parameters, slow critic, optimiser
+    moments; counters and the normaliser stay whole)."""
     seed = P("seed")
-    env = P("seed", train_lib.DATA_AXIS) if data else seed
+    env = P("seed", env_axes(fsdp)) if data else seed
     specs = jax.tree.map(lambda _: seed, states)
+    if fsdp > 1:
+        specs = specs.replace(agent=jax.tree.map(
+            lambda x: P("seed", *fsdp_lib.spec_entries(x.shape, fsdp, 1)), states.agent))
 
     def on_envs(tree):
         return jax.tree.map(lambda _: env, tree)
@@ -212,11 +229,13 @@ class CompiledTrainer(_Shared):
         how = "vmap" if self.devices > 1 or data > 1 else train_lib.seed_loop(self.setup)
         setup = train_lib.with_run(self.setup, seed_loop=how)
         self._prepare(setup)
-        self.mesh = run_mesh(self.devices, data, len(self.seeds))
+        fsdp = fsdp_devices(setup.run)
+        self.mesh = run_mesh(self.devices, data, len(self.seeds), fsdp)
         names = self.metric_names
         self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
         if data > 1:
-            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True)
+            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
+                                     fsdp)
         self.sharding = self.state_sharding() if self.mesh is not None else None
         self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
         self._chunk = self._chunk_program(setup)
@@ -250,9 +269,9 @@ class CompiledTrainer(_Shared):
                            out_shardings=(self.sharding, ends_sh))
         # check_vma off: the state's agent, key and counters are the same on every data
         # device (the averaged gradients make them so), which JAX cannot prove.
+        ends = P(None, "seed", env_axes(fsdp_devices(setup.run)))
         mapped = jax.shard_map(chunk, mesh=self.mesh, in_specs=(self.specs, P()),
-                               out_specs=(self.specs, P(None, "seed", train_lib.DATA_AXIS)),
-                               check_vma=False)
+                               out_specs=(self.specs, ends), check_vma=False)
         return jax.jit(mapped, donate_argnums=0)
 
     def chunk_input(self, states: SeedState) -> SeedState:
@@ -341,9 +360,11 @@ class HostTrainer(_Shared):
         self._prepare(setup)
         setup, names = self.setup, self.metric_names
         self._init_fn = jax.vmap(lambda k: host_loop.init_host_seed(setup, k, names))
-        self.mesh = run_mesh(1, data, len(self.seeds))
+        fsdp = fsdp_devices(setup.run)
+        self.mesh = run_mesh(1, data, len(self.seeds), fsdp)
         if data > 1:
-            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True)
+            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
+                                     fsdp)
         self.sharding = self.state_sharding() if self.mesh is not None else None
         self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
 
@@ -358,7 +379,7 @@ class HostTrainer(_Shared):
             # Data-parallel seeds: each data device acts on its envs' rows (the host's rows
             # [seeds, envs, ...] put on the devices by that split, as the reference's
             # device_put(data, train_sharded)) and trains on its part of each batch.
-            envs = P("seed", train_lib.DATA_AXIS)
+            envs = P("seed", env_axes(fsdp))
             act = jax.shard_map(act, mesh=self.mesh, in_specs=(self.specs, envs),
                                 out_specs=(self.specs, envs), check_vma=False)
             train = jax.shard_map(train, mesh=self.mesh, in_specs=(self.specs, P()),
