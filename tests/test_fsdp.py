@@ -9,6 +9,8 @@ f > 1; algo/fsdp.py): real XLA devices, 4 forced host devices in a child interpr
   a restore puts them back in slices, the policy export reads them whole, and a run
   stopped at its second log point resumes to the uninterrupted run's records and
   parameters exactly.
+- The same equality and slicing for host envs (Gymnasium CartPole through the host
+  trainer), when the gym extra is installed.
 """
 
 import textwrap
@@ -32,13 +34,13 @@ SCRIPT = textwrap.dedent("""
 
     out, res = sys.argv[2], {"device_count": jax.device_count()}
 
-    def config(mesh):
-        cfg = at_head(small_config())
+    def config(mesh, env="CartPole-v1"):
+        cfg = at_head(small_config(env))
         return dataclasses.replace(cfg, run=dataclasses.replace(
             cfg.run, train_devices=(0, 1), train_mesh=mesh))
 
-    def train(mesh, name, **kw):
-        return driver.train(config(mesh), (0,), os.path.join(out, name), progress=False,
+    def train(mesh, name, env="CartPole-v1", **kw):
+        return driver.train(config(mesh, env), (0,), os.path.join(out, name), progress=False,
                             tensorboard=False, report=False, **kw)
 
     def leaves(params):
@@ -98,6 +100,26 @@ SCRIPT = textwrap.dedent("""
     res["resumed_params_equal"] = all(np.array_equal(x, y) for x, y in zip(
         leaves(resumed.params[0]), ps))
     res["resumed_rows"] = [r["rows"] for r in resumed.records]
+
+    # Host envs (Gymnasium CartPole), when the extra is installed: the host trainer slices
+    # the state alike and its run equals the plain data-parallel one.
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        res["host"] = None
+    else:
+        host_data = train("2,1,1", "host_data", "gym_CartPole-v1")
+        host_sliced = train("1,2,1", "host_fsdp", "gym_CartPole-v1")
+        hd, hs = leaves(host_data.params[0]), leaves(host_sliced.params[0])
+        host_trainer = driver.make_trainer(
+            setup_lib.make_setup(config("1,2,1", "gym_CartPole-v1")), (0,))
+        host_kernel = host_trainer.init().agent.params["rew"]["h0"]["kernel"]
+        res["host"] = {
+            "records": [[{k: r[k] for k in ("rows", "updates", "eval_returns")}
+                         for r in run.records] for run in (host_data, host_sliced)],
+            "param_max_diff": max(float(np.abs(x - y).max()) for x, y in zip(hd, hs)),
+            "param_max": max(float(np.abs(x).max()) for x in hd),
+            "kernel_spec": [str(x) for x in host_kernel.sharding.spec]}
     print(json.dumps(res))
 """)
 
@@ -157,3 +179,14 @@ def test_sliced_run_resumes_from_its_checkpoint(result):
     assert result["resumed_rows"] == [240]
     assert result["resumed_records_equal"]
     assert result["resumed_params_equal"]
+
+
+def test_host_env_run_is_sliced_and_equals_the_plain_data_parallel_run(result):
+    host = result["host"]
+    if host is None:
+        pytest.skip("gymnasium is not installed (pip install 'dreamerjax[gym]')")
+    data, sliced = host["records"]
+    assert data == sliced
+    assert sliced[-1]["updates"] > 0
+    assert host["kernel_spec"] == ["seed", "fsdp"]
+    assert host["param_max_diff"] <= 1e-6 * host["param_max"]
