@@ -124,18 +124,24 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     assert records.read_episodes(whole) == records.read_episodes(out)
 
 
-def test_target_return_stops_with_checkpoint_and_report(tmp_path):
+def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     """--target-return: the run ends at the first log point where every seed's evaluation
-    reaches it, with that point's checkpoint and open-loop report; an unreached target
-    changes nothing."""
+    reaches it, with that point's checkpoint, open-loop report and status line (the line
+    that shows the return reached), then the reason; an unreached target changes nothing."""
     assert driver.target_reached([{"eval_mean": 30.0}, {"eval_mean": 9.0}], 10.0) is None
     assert driver.target_reached([{"eval_mean": 30.0}, {"eval_mean": 10.0}], 10.0)
     assert driver.target_reached([{"eval_mean": 30.0}], None) is None
     out = tmp_path / "target"
     # log points at rows 160 (15 updates: a report can be made) and 320
     cfg = _cfg(steps=320, eval_every=160, report_every=5)
-    recs = _train(cfg, out, seeds=(0,), target_return=-1.0)
+    recs = driver.train(cfg, (0,), str(out), compile_cache=False, target_return=-1.0).records
     assert [r["rows"] for r in recs] == [160]  # CartPole's returns are >= 0 > -1
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines()  # the progress bar's lines left out
+            if line.startswith(("[dreamerjax] rows", "dreamerjax:"))]
+    assert said[-2].startswith("[dreamerjax] rows 160 updates 15 eval_return "), err
+    assert said[-1].startswith("dreamerjax: every seed's evaluation return reached -1 "
+                               "(--target-return): stopped at row 160 after its checkpoint")
     assert checkpoint.indices(out) == [0]
     assert any((out / "report").iterdir())  # off the report_every schedule, at the stop
     far = tmp_path / "far"

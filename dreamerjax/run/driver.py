@@ -599,14 +599,17 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
             updates0 = written[-1]["updates"] if written else start_updates(found)
             states, point = _interval(run, states, log_index, writer, t0, loop)
             written += point.records
-            if loop.stop.reason:
-                _say_stopped(loop.stop.reason, run.out, point.rows,
-                             run_cfg.checkpoint_every > 0, run.primary)
-                break
+            # the log point is complete (records, checkpoint) whether or not the run stops
+            # here, so it gets its line as every other: the last one shows what was reached
             _say_progress(run, point, (point.records[-1]["updates"] - updates0)
                           / max(time.time() - tick0, 1e-9), bar, loop.progress)
+            if loop.stop.reason:
+                break
     if bar is not None:
         bar.close()
+    if loop.stop.reason and written:  # after the bar is closed: the reason on its own line
+        _say_stopped(loop.stop.reason, run.out, written[-1]["rows"],
+                     run_cfg.checkpoint_every > 0, run.primary)
     return written, states.agent.params
 
 
@@ -692,7 +695,9 @@ def check_resumable(meta: Mapping, config: Config, seeds: tuple[int, ...]) -> No
 
 
 def _progress(enabled: bool, total: int, initial: int):
-    if not enabled:
+    """A progress bar on a terminal; redirected to a file or a pipe (a cluster's job log),
+    stderr gets the status lines alone, since a bar's carriage returns would garble it."""
+    if not enabled or not sys.stderr.isatty():
         return None
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, unit="rows", dynamic_ncols=True)
