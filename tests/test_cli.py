@@ -130,6 +130,32 @@ def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     assert "dreamerjax train: error:" in err
 
 
+def test_too_few_devices_is_one_line_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """More data devices than JAX sees: one line naming the flags, before a precompile
+    child, a logger or the run directory starts (the check needs JAX, so it is the
+    driver's first step rather than the command line's)."""
+    import jax
+    from _runs import small_argv
+
+    from dreamerjax.run import driver
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a precompile child was started")
+
+    monkeypatch.setenv("DREAMERJAX_PRECOMPILE", "1")  # the command line's default
+    monkeypatch.setattr(driver.precompile_lib, "precompile", no_child)
+    monkeypatch.setattr(driver, "enable_compile_cache", lambda enabled: None)
+    want = jax.device_count() + 1
+    out = tmp_path / "r"
+    err = _train_error([*small_argv(160), "--data-devices", str(want), "--out", str(out)],
+                       capsys)
+    seen = (f"{want - 1} JAX devices are" if want > 2 else "1 JAX device is")
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"dreamerjax train: error: --devices 1 x --data-devices {want} needs {want} devices "
+        f"but only {seen} visible"]
+    assert not out.exists()
+
+
 def test_parse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["train", "--seeds", "a"])

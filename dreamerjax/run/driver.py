@@ -38,7 +38,7 @@ from dreamerjax.run import lock as runlock
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.loop import SeedState
-from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, make_trainer, to_host
+from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, check_devices, make_trainer, to_host
 
 # ----------------------------------------------------------------------------- compiled
 
@@ -515,6 +515,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     seeds = tuple(int(s) for s in seeds)
     configs.validate(config, seeds=seeds)  # the CLI's check of the values, for any caller
     setup = setup_lib.make_setup(config)
+    check_devices(setup, len(seeds), devices)  # before a precompile child or a logger starts
     memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)

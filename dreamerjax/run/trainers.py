@@ -76,6 +76,31 @@ def seed_sharding(devices: int, num_seeds: int):
     return None if mesh is None else jax.sharding.NamedSharding(mesh, P("seed"))
 
 
+def check_devices(setup: Setup, num_seeds: int, devices: int) -> None:
+    """The run's devices against what its trainer can do and what JAX sees, before anything
+    is built or compiled (driver.train calls it first; each trainer again): ValueError
+    naming the flag. devices: --devices (groups of seeds); the seed's data devices come
+    from jax.train_devices (--data-devices)."""
+    data = data_devices(setup.run)
+    if host_loop.is_host_setup(setup):
+        if devices != 1:
+            raise ValueError("--devices: host environments run on one device")
+    elif (devices > 1 or data > 1) and setup.run.seed_loop in ("map", "threads"):
+        raise ValueError(f"run.seed_loop={setup.run.seed_loop} runs every seed on one "
+                         "device; with --devices N or --data-devices N use vmap or auto")
+    _check_count(devices, data, num_seeds)
+
+
+def _check_count(devices: int, data: int, num_seeds: int) -> None:
+    avail = len(jax.devices())
+    if devices * data > avail:
+        need = f"--devices {devices}" + (f" x --data-devices {data}" if data > 1 else "")
+        seen = "1 JAX device is" if avail == 1 else f"{avail} JAX devices are"
+        raise ValueError(f"{need} needs {devices * data} devices but only {seen} visible")
+    if num_seeds % devices:
+        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
+
+
 def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1):
     """The run's devices as a mesh: `devices` groups of seeds ('seed') x `data` devices
     per seed ('data', loop.DATA_AXIS; only when > 1). With fsdp > 1 a seed's `data`
@@ -83,13 +108,8 @@ def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1):
     the one that is i * fsdp + j of the seed's plain data devices. None for one device."""
     if devices * data <= 1:
         return None
+    _check_count(devices, data, num_seeds)
     avail = jax.devices()
-    if devices * data > len(avail):
-        need = f"--devices {devices}" + (f" x --data-devices {data}" if data > 1 else "")
-        raise ValueError(f"{need} needs {devices * data} devices but only {len(avail)} JAX "
-                         "devices are visible")
-    if num_seeds % devices:
-        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
     if data == 1:
         return jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
     if fsdp > 1:
@@ -220,11 +240,8 @@ class CompiledTrainer(_Shared):
     inside the chunk."""
 
     def __post_init__(self):
+        check_devices(self.setup, len(self.seeds), self.devices)
         data = data_devices(self.setup.run)
-        if (self.devices > 1 or data > 1) and self.setup.run.seed_loop in ("map", "threads"):
-            raise ValueError(f"run.seed_loop={self.setup.run.seed_loop} runs every seed on "
-                             "one device; with --devices N or --data-devices N use vmap or "
-                             "auto")
         # Resolved once here: seeds sharded over devices are vmapped on each.
         how = "vmap" if self.devices > 1 or data > 1 else train_lib.seed_loop(self.setup)
         setup = train_lib.with_run(self.setup, seed_loop=how)
@@ -349,8 +366,7 @@ class HostTrainer(_Shared):
     profile: dict | None = None
 
     def __post_init__(self):
-        if self.devices != 1:
-            raise ValueError("--devices: host environments run on one device")
+        check_devices(self.setup, len(self.seeds), self.devices)
         if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
             self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
         data = data_devices(self.setup.run)
