@@ -4,6 +4,7 @@ figure and the machine's free memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 
@@ -61,6 +62,25 @@ def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
     assert "available host memory" in message or "free on" in message
     assert "GiB" in message or "TiB" in message
     assert not (tmp_path / "run").exists()
+
+
+def test_the_replay_is_held_by_every_device_it_splits_over(monkeypatch):
+    """--devices x --data-devices: a seed's replay is split over its data devices, so the
+    free memory of all of them counts (on accelerators each device reports its own; the
+    CPU backend's mock devices share the host's, whatever the count)."""
+    asked = []
+
+    def free(devices=1):
+        asked.append(devices)
+        return 1 << 60, "free on the devices"
+
+    monkeypatch.setattr(memory, "available", free)
+    config = small_config()
+    config = dataclasses.replace(
+        config, run=dataclasses.replace(config.run, train_devices=(0, 1, 2, 3)))
+    memory.check_replay(setup_lib.make_setup(config), 2, devices=2)
+    memory.check_replay(_setup(), 2, devices=2)
+    assert asked == [8, 2]
 
 
 def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, capsys):

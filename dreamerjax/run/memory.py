@@ -73,9 +73,13 @@ def describe(setup, num_seeds: int) -> str:
 
 def check_replay(setup, num_seeds: int, devices: int = 1) -> int:
     """Raise MemoryError when the replay alone exceeds the memory free for it; returns
-    its size in bytes."""
+    its size in bytes. devices: --devices (groups of seeds); each seed's replay is split
+    over its data devices too (jax.train_devices), so the memory of devices x data
+    devices holds it."""
+    from dreamerjax.config.defaults import data_devices
+
     need = replay_bytes(setup, num_seeds)
-    have, where = available(devices)
+    have, where = available(devices * data_devices(setup.run))
     if need > have:
         raise MemoryError(
             f"{describe(setup, num_seeds)} does not fit: {fmt(have)} {where}. Lower "
