@@ -118,8 +118,9 @@ def tree_rss_mib(pids: list[int]) -> float:
 def run_processes(cmds: list[tuple[list[str], dict, str]], cwd: str) -> dict:
     """Start every (argv, env, log path) at once and wait for all: wall seconds from the
     first start to the last exit; the peak of the summed RSS of all their process trees
-    (sampled every 0.2 s); each started process's own peak (VmHWM, its last sample; not
-    wait4's ru_maxrss, which on Linux starts from the forking parent's size); exit codes;
+    (sampled every 0.1 s); each started process's own peak (VmHWM, its last sample; not
+    wait4's ru_maxrss, which on Linux starts from the forking parent's size; None for a
+    process that ended before any sample reached it); exit codes;
     stdout (to a file beside the log, read after the exit, so no pipe can stall a
     program)."""
     stop = threading.Event()
@@ -136,7 +137,7 @@ def run_processes(cmds: list[tuple[list[str], dict, str]], cwd: str) -> dict:
             peak[0] = max(peak[0], tree_rss_mib([p.pid for p in procs]))
             for i, p in enumerate(procs):
                 hwm[i] = max(hwm[i], status_kib(p.pid, "VmHWM"))
-            stop.wait(0.2)
+            stop.wait(0.1)
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     codes = [p.wait() for p in procs]
@@ -150,7 +151,8 @@ def run_processes(cmds: list[tuple[list[str], dict, str]], cwd: str) -> dict:
         with open(log + ".stdout") as f:
             outs.append(f.read())
     return {"wall_s": wall, "peak_rss_tree_mib": peak[0],
-            "maxrss_mib": [k / 1024 for k in hwm], "returncodes": codes, "stdout": outs,
+            "maxrss_mib": [k / 1024 if k else None for k in hwm], "returncodes": codes,
+            "stdout": outs,
             "logs": [c[2] for c in cmds]}
 
 
