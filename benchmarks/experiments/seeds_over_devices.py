@@ -33,8 +33,8 @@ def main(argv=None) -> None:
                                f"platform_device_count={a.host_devices}")
     import jax
 
-    from dreamerjax.run import driver
     from dreamerjax.run import loop as loop
+    from dreamerjax.run import trainers
     from dreamerjax.tools import bench
 
     setup = bench.make_setup(a.tiny)
@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     for case in cases:
         n, d = map(int, case.split("x"))
         st = bench.init_states(setup, n)
-        sharding = driver.seed_sharding(d, n)
+        sharding = trainers.seed_sharding(d, n)
         body = jax.vmap(lambda s: loop.train_once(setup, s))
         if sharding is None:
             fn = jax.jit(body, donate_argnums=0)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import os
 
+from dreamerjax.config.defaults import data_devices
+
 
 def row_bytes(setup) -> int:
     """Bytes of one replay row of a Setup (schema.replay_row_spec, no leading axes)."""
@@ -76,8 +78,6 @@ def check_replay(setup, num_seeds: int, devices: int = 1) -> int:
     its size in bytes. devices: --devices (groups of seeds); each seed's replay is split
     over its data devices too (jax.train_devices), so the memory of devices x data
     devices holds it."""
-    from dreamerjax.config.defaults import data_devices
-
     need = replay_bytes(setup, num_seeds)
     have, where = available(devices * data_devices(setup.run))
     if need > have:
