@@ -205,10 +205,11 @@ def _metrics_section(ours: Side, ref: Side | None) -> list[str]:
              "D22 (see Known differences).")]
     if ref is None:
         lines += ["", (f"No reference record set: the {KNOWN_ROWS}-row table adds the "
-                  "reference values known from the diagnosis of the round-1 runs (seeds 0-2, "
-                  "stock decode), marked 'ref (diagnosis)', and the same diagnosis's "
-                  "3-seed Ajax program with an exact decode like ours, marked "
-                  "'exact decode (diagnosis)'. Known values only; not a measured reference.")]
+                  "reference values known from the diagnosis of the reference's runs made "
+                  "with the pre-registered protocol (seeds 0-2, stock decode), marked "
+                  "'ref (diagnosis)', and the same diagnosis's 3-seed Ajax program with an "
+                  "exact decode like ours, marked 'exact decode (diagnosis)'. Known values only; "
+                  "not a measured reference.")]
     for n in sorted(ours.windows):
         lines += ["", f"### {n} rows", ""]
         known = ref is None and n == KNOWN_ROWS
@@ -253,8 +254,8 @@ def write_report(out: Path, ours: Side, ref: Side | None, dec: Decision, source:
              f"{dec.within_range} |")]
     if ref is None:
         lines += ["", ("No --reference given: lo and hi are the published reference range "
-                  f"S1 in [{dec.lo:g}, {dec.hi:g}] (round-1 reference runs of this protocol); "
-                  "no per-seed reference table.")]
+                  f"S1 in [{dec.lo:g}, {dec.hi:g}] (the reference's three runs made with the "
+                  "pre-registered protocol); no per-seed reference table.")]
     lines += ["", f"## S1 and S2({final_rows}) per seed", "", f"### {ours.label}", "",
               *_seed_table(ours, s1_window, final_rows)]
     if ref is not None:

@@ -17,11 +17,12 @@ from dreamerjax.tools.protocol.inputs import RecordSet, Schedule, is_num
 
 S1_ROWS_FULL = (16000, 18000, 20000)
 S2_WINDOW = 10  # episodes per env in the S2 rolling mean (Ajax's per-env ring of 10)
-# Round-1 reference runs of the protocol (3 seeds, stock 29eb964): S1 range (diagnosis 002).
+# The reference's three runs made with the pre-registered protocol (stock 29eb964, seeds
+# 0-2): [min, max] of their S1, as the protocol's diagnosis reports them.
 PUBLISHED_REFERENCE_S1 = (241.0, 386.0)
 PUBLISHED_SOURCE = (
-    "published: S1 range of the round-1 reference runs of the protocol "
-    "(danijar/dreamerv3 29eb964, seeds 0-2, stock two-hot decode), 241-386")
+    "published: S1 range of the reference's three runs made with the pre-registered "
+    "protocol (danijar/dreamerv3 29eb964, seeds 0-2, stock two-hot decode), 241-386")
 # Section 5.4: Ajax train names that differ from the reference's (all others are shared).
 AJAX_TO_REF = {
     "rec_loss": "vector_loss", "rec_loss_std": "vector_loss_std",
