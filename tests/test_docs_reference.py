@@ -156,3 +156,51 @@ def test_resumable_flags_are_the_codes_and_the_docs():
     listed = set(re.findall(r"`(--[a-z.-]+)`", section.split("may change are", 1)[1]
                             .split("(", 1)[0]))
     assert listed == set(cli.RESUMABLE_FLAGS), listed
+
+
+# --- words about how the project was made ----------------------------------------------
+
+# Phrases that speak of how the repository was made (its rounds, its machines, the people
+# working on it) rather than of a run: the package, docs, records and benchmarks describe
+# runs (command, commit, machine model, wall time, what it shows). tests/ is not searched.
+MAKING_PHRASES = ("round-1", "earlier port", "reclaimed", "SIGSTOP", "the project's machine",
+                  "other engineers", "others edit", "last landed", "this project's CPU",
+                  "before, ours", "change of machine", "development machine")
+_TEXT_SUFFIXES = {".py", ".md", ".json", ".jsonl", ".txt", ".sh", ".toml", ".cff", ".cfg",
+                  ".yaml", ".yml", ""}
+_SKIP_DIRS = {".git", "tests", ".venv", "runs", "build", "dist", "__pycache__",
+              ".pytest_cache", ".ruff_cache"}
+
+
+def _repository_text_files():
+    for path in sorted(ROOT.rglob("*")):
+        rel = path.relative_to(ROOT)
+        if (rel.parts and (rel.parts[0] in _SKIP_DIRS or any(
+                p in _SKIP_DIRS or p.endswith(".egg-info") for p in rel.parts))):
+            continue
+        if path.is_file() and path.suffix in _TEXT_SUFFIXES:
+            yield rel.as_posix(), path
+
+
+def test_no_words_about_how_the_project_was_made():
+    pattern = re.compile("|".join(re.escape(p) for p in MAKING_PHRASES), re.IGNORECASE)
+    found = []
+    for rel, path in _repository_text_files():
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            m = pattern.search(line)
+            if m:
+                found.append(f"{rel}:{n}: {m.group(0)!r}")
+    assert not found, "\n".join(found)
+
+
+def test_making_phrases_are_found_where_they_appear():
+    """The search is not vacuous: each phrase matches a line written with it."""
+    pattern = re.compile("|".join(re.escape(p) for p in MAKING_PHRASES), re.IGNORECASE)
+    for phrase in MAKING_PHRASES:
+        assert pattern.search(f"a line with {phrase.upper()} in it"), phrase
+    assert any(rel == "README.md" for rel, _ in _repository_text_files())
+    assert any(rel.startswith("results/") for rel, _ in _repository_text_files())

@@ -15,7 +15,7 @@ Every program runs in its own long-lived process (driver_*.py, protocol in _serv
 the processes start and compile one after another (cold compile, no persistent cache),
 then each round times every program in turn (reference, Ajax, dreamerjax, dreamerjax with
 3 vmapped seeds; R1 A B C D, R2 A B C D, ...), each with --warmup untimed and --updates
-timed calls, so a change of machine load hits every program alike. The JSON written to
+timed calls, so a change in the machine's load hits every program alike. The JSON written to
 --out/side_by_side_YYYYMMDD.json holds every timed call, per-round median/p10/p90, cold
 compile, peak RSS, the float32 matmul peak as `dreamerjax bench` measures it (before and
 after), load averages and the machine. table.py prints the README table from it.
