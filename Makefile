@@ -1,5 +1,6 @@
 # Everything runs from a local virtual environment (.venv), created on first use. The
-# package is (re)installed only when pyproject.toml changes (stamp files).
+# package is (re)installed only when pyproject.toml changes (stamp files). PYTHON names the
+# interpreter that creates it (Python >= 3.11; `make demo PYTHON=python3.12`).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,6 +8,7 @@ BIN := $(VENV)/bin
 .PHONY: demo test test-fast test-slow lint clean-venv
 
 $(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "make: dreamerjax needs Python >= 3.11, which PYTHON=$(PYTHON) is not; run make PYTHON=python3.11 (or newer)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
