@@ -529,7 +529,8 @@ def markdown(results: list[dict]) -> str:
     for label in labels:
         lines.append("| " + " | ".join([label, *(c.get(label, "") for c in cols)]) + " |")
     lines += ["", "Figures of different machines or days never share a ratio. The reference "
-              "and Ajax measured side by side with dreamerjax, in one run, are in "
+              "and Ajax (ajax-rl, an independent JAX DreamerV3) measured side by side with "
+              "dreamerjax, in one run, are in "
               "side_by_side_*.json (benchmarks/side_by_side/run.py, table.py; "
               "docs/performance.md). Across machines compare the efficiency row."]
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """The CartPole comparison harness: `dreamerjax compare RUN_DIR [--reference DIR]`.
 
 Reads our run's record set and, when given, a reference record set, checks both against
-the pre-registered protocol ("Ajax DreamerV3 vs reference DreamerV3 (29eb964) on
+the pre-registered protocol, written to compare Ajax (ajax-rl, an independent JAX
+DreamerV3) with the reference ("Ajax DreamerV3 vs reference DreamerV3 (29eb964) on
 CartPole-v1: comparison protocol", sections 5.1-5.4; docs/protocol.md), computes its
 statistics and writes compare.md, summary.json and curves.png. Our run directory also
 holds config.json (the resolved `dreamerjax.config.defaults.Config`), which fixes the log
