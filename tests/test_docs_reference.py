@@ -20,6 +20,11 @@ from dreamerjax.tools import cli
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TEXT = {page.relative_to(ROOT).as_posix(): page.read_text() for page in PAGES}
+# The records' and the benchmarks' READMEs: their commands are copied too, so their flags
+# are checked as well (links and module names stay the docs' checks).
+RECORD_PAGES = [*sorted((ROOT / "results").glob("**/README.md")),
+                *sorted((ROOT / "benchmarks").glob("**/README.md"))]
+RECORD_TEXT = {page.relative_to(ROOT).as_posix(): page.read_text() for page in RECORD_PAGES}
 
 
 def _mentions(pattern: str, group: int = 0) -> list[tuple[str, str]]:
@@ -86,14 +91,14 @@ def _commands() -> dict[str, type]:
 
 
 COMMANDS = _commands()
-_LINE = re.compile(r"\bdreamerjax (" + "|".join(COMMANDS) + r")(?=[ \n`])((?:[^\n`#]|\\\n)*)")
+_LINE = re.compile(r"\bdreamerjax (" + "|".join(COMMANDS) + r")(?=[ \n`])((?:\\\n|[^\n`#])*)")
 
 
 def _flag_uses() -> list[tuple[str, str, str]]:
     """(page, command, flag) for every --flag after `dreamerjax <command>` (to the end of
     the line, a backslash continuing it, or the end of an inline code span)."""
     uses = set()
-    for page, text in TEXT.items():
+    for page, text in {**TEXT, **RECORD_TEXT}.items():
         for m in _LINE.finditer(text):
             tokens = m.group(2).replace("\\\n", " ").split()
             for i, token in enumerate(tokens):
@@ -204,3 +209,67 @@ def test_making_phrases_are_found_where_they_appear():
         assert pattern.search(f"a line with {phrase.upper()} in it"), phrase
     assert any(rel == "README.md" for rel, _ in _repository_text_files())
     assert any(rel.startswith("results/") for rel, _ in _repository_text_files())
+
+
+# --- paths, snippets and commands that are copied --------------------------------------
+
+_PLACEHOLDERS = {"tests/test_x.py"}  # a stand-in for any module, not a path
+PATHS = sorted({(page, m.group(1).rstrip(".,;:)")) for page, text in TEXT.items()
+                for m in re.finditer(r"(?<![\w./-])((?:docs|results|benchmarks|examples|tests)"
+                                     r"/[\w./-]+)(?![\w*])", text)} - {(p, x) for p in TEXT
+                                                              for x in _PLACEHOLDERS})
+
+
+@pytest.mark.parametrize("page,path", PATHS, ids=[f"{p}:{x}" for p, x in PATHS])
+def test_named_repository_paths_exist(page, path):
+    assert (ROOT / path).exists(), f"{page} names {path}, which does not exist"
+
+
+def test_missing_path_is_reported():
+    """The path search finds a path written in prose (as docs/results.md once was)."""
+    assert ("docs/deviations.md", "results/cartpole_protocol_pairsum/README.md") in PATHS
+
+
+PYTHON_BLOCKS = [(page, m.group(1)) for page, text in TEXT.items()
+                 for m in re.finditer(r"```python\n(.*?)```", text, re.DOTALL)]
+
+
+@pytest.mark.parametrize("page,code", PYTHON_BLOCKS,
+                         ids=[f"{p}:{i}" for i, (p, _) in enumerate(PYTHON_BLOCKS)])
+def test_python_snippets_compile_and_use_public_names(page, code):
+    tree = compile(code, page, "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+    import ast
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "dreamerjax":
+            assert node.attr in dir(importlib.import_module("dreamerjax")), \
+                f"{page}: dreamerjax.{node.attr} is not a public name"
+
+
+def test_tiny_training_commands_bound_their_rows():
+    """A copied `--tiny` command names --steps: the default is the protocol's 20,000 rows."""
+    unbounded = [(page, m.group(0)) for page, text in TEXT.items()
+                 for m in _LINE.finditer(text)
+                 if m.group(1) == "train" and "--tiny" in m.group(2)
+                 and "--steps" not in m.group(2) and "--resume" not in m.group(2)]
+    assert not unbounded, unbounded
+
+
+def test_makefile_refuses_an_old_python_in_one_line(tmp_path):
+    import shutil
+    import subprocess
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make")
+    (tmp_path / "Makefile").write_text((ROOT / "Makefile").read_text())
+    (tmp_path / "pyproject.toml").write_text("")
+    fake = tmp_path / "python3.10"
+    fake.write_text("#!/bin/sh\nexec python3 -c 'import sys; sys.exit(1)'\n")
+    fake.chmod(0o755)
+    out = subprocess.run([make, "-s", ".venv/bin/python", f"PYTHON={fake}"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    first = out.stderr.strip().splitlines()[0]
+    assert "Python >= 3.11" in first and "PYTHON=" in first, out.stderr
+    assert not (tmp_path / ".venv").exists()
+    assert "PYTHON=" in TEXT["README.md"]
