@@ -1,12 +1,17 @@
 """dreamerjax: DreamerV3 in JAX, faithful to danijar/dreamerv3 @29eb964.
 
     config = dreamerjax.make_config("CartPole-v1", steps=20000)
-    result = dreamerjax.train(config, seeds=(0, 1, 2), out="runs/cartpole")
+    result = dreamerjax.train(config, seeds=(0, 1, 2), out="runs/cartpole",
+                              callbacks=[lambda point: print(point.rows)])
     action, state = result.policy(obs, seed=0)         # or dreamerjax.load_policy(out)
+    dreamerjax.evaluate("runs/cartpole", episodes=10)  # or evaluate(result, seed=0)
+    config = dreamerjax.load_config("runs/cartpole")   # to resume in a fresh process
+    env_id = dreamerjax.register_env("Corridor-v0", Corridor)  # Gymnasium or dreamerjax.JaxEnv
 
-Importing the package changes nothing in the process; the command line applies the XLA:CPU
-tuning of xla_tuning.py when it starts (Python users: call `xla_tuning.apply()` before
-JAX starts its backend).
+Importing the package changes nothing in the process, and neither does `train` unless
+asked: `train(..., **dreamerjax.cli_settings())`, called before JAX starts, sets up the
+process as the command line does (XLA:CPU option, compilation cache, precompile child,
+malloc trim).
 """
 
 __version__ = "0.1.0"
@@ -22,6 +27,11 @@ _API = {
     "make_config": "dreamerjax.config.keys",
     "Reference": "dreamerjax.config.defaults",
     "load_policy": "dreamerjax.run.policy",
+    "evaluate": "dreamerjax.run.api",
+    "load_config": "dreamerjax.run.api",
+    "cli_settings": "dreamerjax.run.api",
+    "register_env": "dreamerjax.envs.user",
+    "JaxEnv": "dreamerjax.envs.user",
 }
 
 __all__ = list(_API)

@@ -4,7 +4,8 @@
     python examples/host_env.py --out runs/quick --small    # a seconds-long smoke run
 
 Any Gymnasium env with Box or Discrete spaces (Dict observations too) works the same way:
-register a factory, then train on the returned id. From the command line, put the class
+register a class or factory with `dreamerjax.register_env`, then train on the returned id
+(registering it again replaces it). From the command line, put the class
 and a `gymnasium.register(...)` call in a module `my_pkg` and pass
 `--env gym_my_pkg:Corridor-v0` (Gymnasium imports `my_pkg` first).
 """
@@ -12,13 +13,11 @@ and a `gymnasium.register(...)` call in a module `my_pkg` and pass
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 import gymnasium as gym
 import numpy as np
 
 import dreamerjax
-from dreamerjax.envs.host.gym import register
 
 GOAL = 10
 
@@ -47,10 +46,9 @@ SMALL = dict(steps=160, num_envs=8, eval_every=80, eval_episodes=2, batch_size=4
 
 
 def main(out: str, small: bool = False) -> None:
-    env_id = register("Corridor-v0", Corridor, max_episode_steps=100)  # "gym_Corridor-v0"
-    config = dreamerjax.make_config(env_id, tiny=True, steps=1200, eval_every=400)
-    if small:
-        config = dataclasses.replace(config, run=dataclasses.replace(config.run, **SMALL))
+    env_id = dreamerjax.register_env("Corridor-v0", Corridor, max_episode_steps=100)
+    settings = SMALL if small else dict(steps=1200, eval_every=400)
+    config = dreamerjax.make_config(env_id, tiny=True, **settings)  # env_id: "gym_Corridor-v0"
     dreamerjax.train(config, seeds=(0, 1), out=out)
 
 

@@ -113,6 +113,7 @@ FLAG_USES = _flag_uses()
 def _accepted(command: str, flag: str) -> bool:
     cls = COMMANDS[command]
     own = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(cls)} | {"--help"}
+    own |= set(cli.GLOBAL_FLAGS)  # read by cli.main before parsing, for every command
     if flag in own:
         return True
     name = flag[2:]  # the reference's flag form, read as --set (train, info, bench)

@@ -37,6 +37,7 @@ from dreamerjax.run import host_time, memory, outputs, records
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.callbacks import as_callbacks
 from dreamerjax.run.loop import SeedState
 from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, check_devices, make_trainer, to_host
 
@@ -63,12 +64,19 @@ def write_report(run: Run, states: SeedState, point: LogPoint, writer) -> list:
     return files
 
 
-def enable_compile_cache(enabled: bool = True) -> None:
-    """The persistent XLA compilation cache under ~/.cache/dreamerjax/jax."""
-    if not enabled:
-        return
-    path = os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")),
+def default_compile_cache_dir() -> str:
+    """The command line's persistent compilation cache: ~/.cache/dreamerjax/jax (under
+    XDG_CACHE_HOME when set)."""
+    return os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")),
                         "dreamerjax", "jax")
+
+
+def enable_compile_cache(cache: bool | str | os.PathLike | None = True) -> None:
+    """Point jax.config's persistent compilation cache at `cache` (a directory; True: the
+    command line's, default_compile_cache_dir()); None or False leaves jax.config alone."""
+    if cache is None or cache is False:
+        return
+    path = default_compile_cache_dir() if cache is True else os.fspath(cache)
     os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
@@ -487,8 +495,9 @@ def _resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
 
 @_guarded
 def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
-          devices: int = 1, progress: bool = True, compile_cache: bool = True,
-          stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
+          devices: int = 1, progress: bool = True,
+          compile_cache: bool | str | os.PathLike | None = None,
+          stop_after_rows: int | None = None, callbacks: Sequence[Callback | Any] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
           malloc_trim: bool = False, stop: StopRequest | None = None,
           target_return: float | None = None) -> TrainResult:
@@ -496,7 +505,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
 
-    callbacks: observers called at each log point, before its records are written.
+    callbacks: observers called at each log point, before its records are written: a
+    function of the LogPoint, or a Callback whose state the checkpoint keeps.
     report: write the world model's open-loop report at each log point (viz/report.py).
     stop: a StopRequest that asks the run to stop at its next safe point (the CLI's
     SIGTERM / SIGINT handler holds one). stop_after_rows ends the call early at that log
@@ -504,15 +514,17 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     ends it at the first log point where every seed's evaluation mean reaches that return,
     with that point's checkpoint and open-loop report (a run trained "until solved").
 
-    What it changes in this process, each with its opt-out: compile_cache=True points
-    jax.config's persistent compilation cache at ~/.cache/dreamerjax/jax (False leaves
-    jax.config alone). Off unless asked (the command line asks for both):
+    What it changes in this process, each only when asked (the command line asks for
+    all three; dreamerjax.cli_settings() gives the same): compile_cache, a directory (True:
+    the command line's, ~/.cache/dreamerjax/jax), points jax.config's persistent
+    compilation cache there (None, the default, leaves jax.config alone);
     precompile=True first compiles the run's programs in a child process (precompile.py;
     needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
     hands glibc's freed heap back after compiles and before each chunk. Neither changes a
     number of the run.
     """
     seeds = tuple(int(s) for s in seeds)
+    callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
     configs.validate(config, seeds=seeds)  # the CLI's check of the values, for any caller
     setup = setup_lib.make_setup(config)
     check_devices(setup, len(seeds), devices)  # before a precompile child or a logger starts

@@ -1112,9 +1112,30 @@ def parse(argv: Sequence[str] | None = None) -> Any:
                     config=(tyro.conf.FlagCreatePairsOff,))
 
 
+# Flags every command takes, read by main() before parsing: `--import MODULE` imports a
+# module first (one that registers envs with dreamerjax.register_env), repeatable.
+GLOBAL_FLAGS = ("--import",)
+
+
+def _split_imports(argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv without its `--import MODULE` / `--import=MODULE` items, and the modules."""
+    rest, modules, i = [], [], 0
+    while i < len(argv):
+        if argv[i] == "--import" and i + 1 < len(argv):
+            modules.append(argv[i + 1])
+            i += 2
+            continue
+        if argv[i].startswith("--import="):
+            modules.append(argv[i].split("=", 1)[1])
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest, modules
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: `dreamerjax <command> ...`; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, imports = _split_imports(list(sys.argv[1:] if argv is None else argv))
     command = argv[0] if argv else ""
     owners = {"train": TrainArgs, "info": InfoArgs, "bench": BenchArgs}
     if command in owners:  # the reference's flag form: --run.train_ratio 32 -> --set ...
@@ -1145,6 +1166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         xla_tuning.apply()
     name = type(args).__name__.removesuffix("Args").lower()
     try:
+        if imports:  # after the XLA options: a module may start JAX's backend
+            from dreamerjax.run import api
+            api.imported_modules(imports)
         return run(args)
     except ArgumentError as e:
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)

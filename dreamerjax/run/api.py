@@ -1,0 +1,170 @@
+"""The Python API's run-directory half: evaluate a run, load its config, and the process
+settings the command line applies (`dreamerjax.evaluate`, `dreamerjax.load_config`,
+`dreamerjax.cli_settings`). Thin: each calls the functions `dreamerjax eval` and
+`dreamerjax train` use."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dreamerjax.config.defaults import Config
+
+# The evaluation keys `dreamerjax eval` draws (driver.evaluate_run): log index 1e6, never
+# one of a run's own log points.
+EVAL_LOG_INDEX = 10**6
+
+
+def load_config(run_dir: str | os.PathLike) -> Config:
+    """The resolved Config of a run directory (its config.json), e.g. to continue it in a
+    fresh process: `train(load_config(run), seeds, run, resume=True)`. ValueError naming
+    the file when it is missing or unreadable."""
+    from dreamerjax.run import records
+
+    return records.read_run_config(str(run_dir))[0]
+
+
+def run_seeds(run_dir: str | os.PathLike) -> tuple[int, ...]:
+    """The seeds a run directory trains (its config.json)."""
+    from dreamerjax.run import records
+
+    return tuple(records.read_run_config(str(run_dir))[1])
+
+
+def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
+             video: str | os.PathLike | None = None, mode: str = "sample") -> list[dict]:
+    """Evaluate a trained agent on fresh episodes of its env.
+
+    run_or_result: a run directory (its latest checkpoint that verifies) or the
+        TrainResult that `train` returned (its parameters in memory).
+    episodes: evaluation episodes per seed. seed: one trained seed (None: every seed).
+    video: a .mp4 or .gif file: one evaluation episode of the first evaluated seed.
+    mode: "sample" acts with samples of the policy (as training's evaluation), "mode"
+        with its mode.
+
+    Returns one dict per seed: {"seed", "returns" [episodes], "lengths" [episodes],
+    "mean"}, the first also {"video": path} when a video was written. The keys are
+    those of `dreamerjax eval`, so a run directory gives the numbers it prints.
+    """
+    import jax
+
+    from dreamerjax.run import checkpoint as ckpt
+    from dreamerjax.run import driver
+    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run.policy import stacked_params
+    from dreamerjax.run.trainers import make_trainer
+
+    if int(episodes) <= 0:
+        raise ValueError(f"episodes must be positive, got {episodes}")
+    if mode not in ("sample", "mode"):
+        raise ValueError(f"mode must be 'sample' or 'mode', got {mode!r}")
+    if video is not None and Path(video).suffix.lower() not in (".mp4", ".gif"):
+        raise ValueError(f"video {video}: use a .mp4 or .gif file name")
+    if isinstance(run_or_result, driver.TrainResult):
+        config, seeds = run_or_result.config, tuple(run_or_result.seeds)
+        by_seed = run_or_result.params
+    elif isinstance(run_or_result, str | os.PathLike):
+        run_dir = str(run_or_result)
+        if not Path(run_dir).is_dir():
+            raise ValueError(f"{run_dir}: no such run directory")
+        config, seeds = load_config(run_dir), run_seeds(run_dir)
+        by_seed = None
+    else:
+        raise TypeError("evaluate: give a run directory or the TrainResult of train, got "
+                        f"{type(run_or_result).__name__}")
+    chosen = seeds if seed is None else (int(seed),)
+    if chosen[0] not in seeds:
+        raise ValueError(f"seed {seed} was not trained (seeds {list(seeds)})")
+    config = dataclasses.replace(
+        config, run=dataclasses.replace(config.run, eval_episodes=int(episodes)))
+    trainer = make_trainer(setup_lib.make_setup(config), chosen)
+    with contextlib.closing(trainer):
+        if by_seed is None:
+            found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous
+            if found is None:
+                raise ValueError(f"no checkpoint in {run_dir}")
+            every = stacked_params(run_dir, found[0], config, trainer.setup.spaces,
+                                   len(seeds))
+            index = [seeds.index(s) for s in chosen]
+            params = jax.tree.map(lambda x: np.asarray(x)[index], every)
+        else:
+            params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
+        rets, lens = trainer.evaluate(params, EVAL_LOG_INDEX, mode == "mode")
+        out = [{"seed": s, "returns": r.tolist(), "lengths": n.tolist(), "mean": float(r.mean())}
+               for s, r, n in zip(chosen, np.asarray(rets), np.asarray(lens), strict=True)]
+        if video is not None:
+            out[0]["video"] = str(_video(trainer, params, chosen[0], video, mode == "mode"))
+    return out
+
+
+def _video(trainer, params, seed: int, path: str | os.PathLike, mode: bool) -> Path:
+    """One evaluation episode of the first of `params`' seeds, as `dreamerjax eval
+    --video` renders it (its key: driver.eval_artifacts')."""
+    import jax
+
+    from dreamerjax.run import rollout as rollout_lib
+    from dreamerjax.run.trainers import EVAL_KEY_OFFSET
+    from dreamerjax.viz import video as video_lib
+
+    first = jax.tree.map(lambda x: x[0], params)
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 3 * EVAL_KEY_OFFSET)
+    episode = rollout_lib.rollout(trainer.setup, first, key, mode)
+    return Path(video_lib.write_video(
+        path, video_lib.frames(trainer.setup.config.run.env, episode)))
+
+
+def cli_settings(xla_tuning: bool = True) -> dict[str, Any]:
+    """What `dreamerjax train` sets up in its process, for `train(..., **cli_settings())`.
+
+    Adds the XLA:CPU tuning option to XLA_FLAGS (run/xla_tuning.py; ~8 % faster updates
+    on jaxlib 0.10.x, no number changed). XLA reads XLA_FLAGS when JAX starts its backend,
+    so call this before anything runs on JAX (afterwards it warns and adds nothing;
+    xla_tuning=False leaves XLA_FLAGS alone). Returns train's keyword arguments for the
+    rest: the command line's compilation cache directory, precompile (XLA's compile peak
+    paid in a child process) and malloc_trim (glibc's freed heap handed back).
+    """
+    from dreamerjax.run import driver
+
+    if xla_tuning:
+        if _backend_started():
+            import warnings
+            warnings.warn("cli_settings(): JAX's backend has started, so the XLA:CPU "
+                          "option is not added; call it first thing", stacklevel=2)
+        else:
+            from dreamerjax.run import xla_tuning as tuning
+            tuning.apply()
+    return {"compile_cache": driver.default_compile_cache_dir(), "precompile": True,
+            "malloc_trim": True}
+
+
+def _backend_started() -> bool:
+    """Whether JAX has started a backend in this process (XLA_FLAGS is read then)."""
+    import sys
+
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):  # another jax: assume started, add nothing
+        return True
+
+
+def imported_modules(names: Sequence[str]) -> list:
+    """Import each named module (a module that registers envs); ValueError naming one
+    that cannot be imported."""
+    import importlib
+
+    out = []
+    for name in names:
+        try:
+            out.append(importlib.import_module(name))
+        except ImportError as e:
+            raise ValueError(f"--import {name}: {e}") from e
+    return out

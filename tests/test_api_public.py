@@ -1,0 +1,239 @@
+"""The notebook API's run half: a plain function as a callback, `evaluate` on a run
+directory and on a TrainResult, `load_config` of a run, `register_env` for a JAX env and
+a Gymnasium one (again under the same name), the command line evaluating a run of an env a
+module registers (`--import`), and `cli_settings` returning train's process options."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from _runs import small_config
+
+import dreamerjax
+from dreamerjax.envs import registry
+from dreamerjax.run import driver, records
+from dreamerjax.tools import cli
+
+SEEDS = (0, 3)
+
+
+def test_public_names():
+    names = dir(dreamerjax)
+    for name in ("evaluate", "load_config", "register_env", "JaxEnv", "cli_settings",
+                 "train", "make_config", "load_policy", "Callback", "LogPoint"):
+        assert name in names and name in dreamerjax.__all__, name
+        assert getattr(dreamerjax, name) is not None
+
+
+@pytest.fixture(scope="module")
+def run_with_function_callback(tmp_path_factory):
+    out = tmp_path_factory.mktemp("api_public") / "run"
+    seen = []
+    result = dreamerjax.train(small_config(steps=160), SEEDS, str(out), progress=False,
+                              callbacks=[lambda point: seen.append(
+                                  (point.rows, [r["seed"] for r in point.records]))])
+    return out, result, seen
+
+
+def test_a_plain_function_is_called_at_each_log_point(run_with_function_callback):
+    out, result, seen = run_with_function_callback
+    assert seen == [(80, list(SEEDS)), (160, list(SEEDS))]
+    assert [r["rows"] for r in result.records] == [80, 80, 160, 160]
+
+
+def test_callbacks_that_are_not_functions_are_refused_before_building(tmp_path):
+    with pytest.raises(TypeError, match=r"callbacks\[1\]"):
+        dreamerjax.train(small_config(), (0,), str(tmp_path / "x"), progress=False,
+                         callbacks=[print, 3])
+    assert not (tmp_path / "x").exists()
+
+
+def test_load_config_is_the_runs_config(run_with_function_callback):
+    out, result, _ = run_with_function_callback
+    config = dreamerjax.load_config(out)
+    assert config == result.config == records.read_run_config(str(out))[0]
+    with pytest.raises(ValueError, match="config.json"):
+        dreamerjax.load_config(out.parent / "missing")
+
+
+def test_evaluate_a_run_directory_and_a_result(run_with_function_callback):
+    out, result, _ = run_with_function_callback
+    from_dir = dreamerjax.evaluate(out, episodes=3)
+    assert [row["seed"] for row in from_dir] == list(SEEDS)
+    for row in from_dir:
+        assert len(row["returns"]) == len(row["lengths"]) == 3
+        assert row["mean"] == pytest.approx(float(np.mean(row["returns"])))
+        assert all(n >= 1 for n in row["lengths"])
+        assert row["returns"] == [float(n) for n in row["lengths"]]  # CartPole: 1 per step
+    # `dreamerjax eval`'s numbers for the same run and episodes
+    cli_rows = driver.evaluate_run(str(out), 3)
+    assert [(r["seed"], r["returns"]) for r in cli_rows] == [
+        (r["seed"], r["returns"]) for r in from_dir]
+    # the result's parameters are the checkpoint's: the same episodes, one seed alone too
+    assert [r["returns"] for r in dreamerjax.evaluate(result, episodes=3)] == [
+        r["returns"] for r in from_dir]
+    only = dreamerjax.evaluate(result, episodes=3, seed=3)  # seed 3 alone, its own keys
+    assert [r["seed"] for r in only] == [3] and len(only[0]["returns"]) == 3
+    with pytest.raises(ValueError, match="seed 5 was not trained"):
+        dreamerjax.evaluate(out, seed=5)
+    with pytest.raises(ValueError, match="episodes"):
+        dreamerjax.evaluate(out, episodes=0)
+
+
+def test_evaluate_writes_a_video(run_with_function_callback, tmp_path):
+    pytest.importorskip("imageio")
+    _, result, _ = run_with_function_callback
+    video = tmp_path / "episode.gif"
+    rows = dreamerjax.evaluate(result, episodes=1, seed=0, video=video)
+    assert rows[0]["video"] == str(video) and video.stat().st_size > 0
+
+
+class Corridor:
+    """A JaxEnv: walk right to 10, reward 1 there."""
+
+    obs_space = {"vector": ((1,), "float32")}
+    num_actions = 2
+    episode_limit = 30
+
+    def reset(self, key):
+        import jax.numpy as jnp
+        return jnp.int32(0), {"vector": jnp.zeros(1, jnp.float32)}
+
+    def step(self, key, x, action):
+        import jax.numpy as jnp
+        x = jnp.maximum(0, x + jnp.where(action == 1, 1, -1)).astype(jnp.int32)
+        done = x == 10
+        return x, {"vector": x[None].astype(jnp.float32)}, done.astype(jnp.float32), done
+
+
+def test_register_env_jax_checks_and_replaces():
+    from dreamerjax.envs import core
+
+    try:
+        assert dreamerjax.register_env("apicorridor_walk", Corridor()) == "apicorridor_walk"
+        spec = core.make_env("apicorridor_walk")
+        assert (spec.discrete, spec.num_actions, spec.episode_limit) == (True, 2, 30)
+        assert spec.obs_space == (("vector", (1,), "float32"),)
+
+        class Longer(Corridor):
+            episode_limit = 60
+
+        # registering the same name again replaces it (a notebook cell run twice)
+        assert dreamerjax.register_env("apicorridor_walk", Longer()) == "apicorridor_walk"
+        assert core.make_env("apicorridor_walk").episode_limit == 60
+        dreamerjax.register_env("apicorridor_run", Longer)  # a second task; a class
+        assert core.make_env("apicorridor_run").episode_limit == 60
+        assert core.make_env("apicorridor_walk").episode_limit == 60
+    finally:
+        registry.SUITES.pop("apicorridor", None)
+        core.make_env.cache_clear()
+    with pytest.raises(ValueError, match="built-in suite"):
+        dreamerjax.register_env("gymnax_Mine-v0", Corridor())
+    with pytest.raises(ValueError, match="SUITE_TASK"):
+        dreamerjax.register_env("corridor", Corridor())
+
+    class NoLimit(Corridor):
+        episode_limit = 0
+
+    with pytest.raises(ValueError, match="episode_limit"):
+        dreamerjax.register_env("apicorridor_walk", NoLimit())
+    assert "apicorridor" not in registry.SUITES
+
+
+def test_register_env_gymnasium_id_and_factory_again():
+    gymnasium = pytest.importorskip("gymnasium")
+    assert dreamerjax.register_env("CartPole-v1", "CartPole-v1") == "gym_CartPole-v1"
+    env_id = dreamerjax.register_env("ApiLongCartPole-v1", "CartPole-v1",
+                                     max_episode_steps=700)
+    assert env_id == "gym_ApiLongCartPole-v1"
+    assert gymnasium.spec("ApiLongCartPole-v1").max_episode_steps == 700
+    again = dreamerjax.register_env("ApiLongCartPole-v1", "CartPole-v1",
+                                    max_episode_steps=800)
+    assert again == env_id and gymnasium.spec("ApiLongCartPole-v1").max_episode_steps == 800
+    env = gymnasium.make("ApiLongCartPole-v1")
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (4,)
+    with pytest.raises(gymnasium.error.Error):
+        dreamerjax.register_env("NoSuchEnv-v9", "NoSuchEnv-v9")
+
+
+MODULE = '''
+import jax.numpy as jnp
+import dreamerjax
+
+
+class Corridor:
+    obs_space = {"vector": ((1,), "float32")}
+    num_actions = 2
+    episode_limit = 30
+
+    def reset(self, key):
+        return jnp.int32(0), {"vector": jnp.zeros(1, jnp.float32)}
+
+    def step(self, key, x, action):
+        x = jnp.maximum(0, x + jnp.where(action == 1, 1, -1)).astype(jnp.int32)
+        done = x == 10
+        return x, {"vector": x[None].astype(jnp.float32)}, done.astype(jnp.float32), done
+
+
+dreamerjax.register_env("importedcorridor_walk", Corridor())
+'''
+
+
+def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch, capsys):
+    from dreamerjax.envs import core
+
+    (tmp_path / "api_corridor_envs.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    try:
+        import api_corridor_envs  # noqa: F401  (registers importedcorridor_walk)
+
+        dreamerjax.train(small_config("importedcorridor_walk", steps=80), (0,), str(out),
+                         progress=False, report=False)
+        # A fresh command-line process has no such suite until it imports the module.
+        registry.SUITES.pop("importedcorridor")
+        core.make_env.cache_clear()
+        sys.modules.pop("api_corridor_envs")
+        assert cli.main(["eval", str(out), "--episodes", "2"]) == 2
+        assert "importedcorridor" in capsys.readouterr().err
+        assert cli.main(["eval", str(out), "--episodes", "2",
+                         "--import", "api_corridor_envs"]) == 0
+        row = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert row["seed"] == 0 and len(row["returns"]) == 2
+        assert cli.main(["eval", str(out), "--import", "no_such_module_here"]) == 2
+        assert "--import no_such_module_here" in capsys.readouterr().err
+    finally:
+        registry.SUITES.pop("importedcorridor", None)
+        core.make_env.cache_clear()
+        sys.modules.pop("api_corridor_envs", None)
+
+
+def test_cli_settings_are_trains_keyword_arguments():
+    import inspect
+
+    settings = dreamerjax.cli_settings(xla_tuning=False)
+    assert set(settings) <= set(inspect.signature(dreamerjax.train).parameters)
+    assert settings["compile_cache"] == driver.default_compile_cache_dir()
+    assert settings["precompile"] and settings["malloc_trim"]
+
+
+def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
+    import inspect
+
+    import jax
+
+    assert inspect.signature(dreamerjax.train).parameters["compile_cache"].default is None
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        driver.enable_compile_cache(None)
+        driver.enable_compile_cache(False)
+        assert jax.config.jax_compilation_cache_dir == before
+        driver.enable_compile_cache(tmp_path / "cache")
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
+        assert (tmp_path / "cache").is_dir()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
