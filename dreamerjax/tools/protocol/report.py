@@ -207,9 +207,10 @@ def _metrics_section(ours: Side, ref: Side | None) -> list[str]:
         lines += ["", (f"No reference record set: the {KNOWN_ROWS}-row table adds the "
                   "reference values known from the diagnosis of the reference's runs made "
                   "with the pre-registered protocol (seeds 0-2, stock decode), marked "
-                  "'ref (diagnosis)', and the same diagnosis's 3-seed Ajax program with an "
-                  "exact decode like ours, marked 'exact decode (diagnosis)'. Known values only; "
-                  "not a measured reference.")]
+                  "'ref (diagnosis)', and the same diagnosis's 3-seed program of Ajax "
+                  "(ajax-rl, an independent JAX DreamerV3) with an exact decode like ours, "
+                  "marked 'exact decode (diagnosis)'. Known values only; not a measured "
+                  "reference.")]
     for n in sorted(ours.windows):
         lines += ["", f"### {n} rows", ""]
         known = ref is None and n == KNOWN_ROWS
