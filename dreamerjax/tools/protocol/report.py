@@ -24,8 +24,9 @@ from dreamerjax.tools.protocol.statistics import (
     window_table,
 )
 
-# Diagnosis 002, table "4000-row window": reference seeds 0-2 (stock decode, D22 noise) and
-# the 3-seed vmapped Ajax program, whose two-hot decode is exact like ours. [min, max].
+# The protocol's diagnosis, table "4000-row window": reference seeds 0-2 (stock decode, the
+# noise of docs/deviations.md D1) and the 3-seed vmapped Ajax program, whose two-hot
+# decode is exact like ours. [min, max].
 KNOWN_REF_4000 = {
     "ent/action/mean": (0.506, 0.518), "adv/std": (0.328, 0.339), "val/std": (0.052, 0.053),
     "rew/min": (-0.113, -0.111), "actor_loss": (0.161, 0.175), "critic_loss": (5.05, 5.30),
@@ -38,17 +39,18 @@ KNOWN_ROWS = 4000
 
 TWOHOT_DIFFERENCE = {
     "exact": (
-        "Two-hot expectation (D22): we decode the reward and critic two-hot distributions "
-        "with the exact mirror-difference sum; the reference's jitted pair sum "
-        "(jaxutils.py:226-243) is contracted into fused multiply-adds and adds per-element "
-        "noise of std ~0.085 for the first ~1,500-2,500 updates at 1m, which widens its "
-        "early ret/adv/val spread and raises its actor entropy at 4,000 rows by ~11% "
-        "(diagnosis 002); early actor/critic statistics are therefore not comparable."),
+        "Two-hot expectation (docs/deviations.md D1): we decode the reward and critic "
+        "two-hot distributions with the exact mirror-difference sum; the reference's "
+        "jitted pair sum (jaxutils.py:226-243) is contracted into fused multiply-adds and "
+        "adds per-element noise of std ~0.085 for the first ~1,500-2,500 updates at 1m, "
+        "which widens its early ret/adv/val spread and raises its actor entropy at 4,000 "
+        "rows by ~11% (the protocol's diagnosis); early actor/critic statistics are "
+        "therefore not comparable."),
     "pairsum": (
-        "Two-hot expectation (D22): this run used --twohot-mean pairsum, the reference's own "
-        "summation order (jaxutils.py:226-243). Its rounding noise comes from XLA's fused "
-        "multiply-adds in each compiled program, so it is reproduced in kind and size, not "
-        "bit for bit; the default (exact mirror difference) has none."),
+        "Two-hot expectation (docs/deviations.md D1): this run used --twohot-mean pairsum, "
+        "the reference's own summation order (jaxutils.py:226-243). Its rounding noise "
+        "comes from XLA's fused multiply-adds in each compiled program, so it is reproduced "
+        "in kind and size, not bit for bit; the default (exact mirror difference) has none."),
 }
 
 KNOWN_DIFFERENCES = (
@@ -202,7 +204,7 @@ def _metrics_section(ours: Side, ref: Side | None) -> list[str]:
              ("Window means over the updates between consecutive log points (section 5.4 "
              "names, reference spelling), mean over seeds with [min, max]; retnorm/* are "
              "the normaliser's state at N. Early actor/critic statistics are affected by "
-             "D22 (see Known differences).")]
+             "the two-hot noise of docs/deviations.md D1 (see Known differences).")]
     if ref is None:
         lines += ["", (f"No reference record set: the {KNOWN_ROWS}-row table adds the "
                   "reference values known from the diagnosis of the reference's runs made "
