@@ -1108,7 +1108,9 @@ def run(args: Any) -> int:
 def parse(argv: Sequence[str] | None = None) -> Any:
     """Parse argv (default sys.argv[1:]) into one of the argument dataclasses."""
     return tyro.cli(Command, args=argv, prog="dreamerjax",
-                    description="DreamerV3 in JAX: faithful to danijar/dreamerv3 @29eb964.",
+                    description="DreamerV3 in JAX: faithful to danijar/dreamerv3 @29eb964. "
+                    "Every command also takes --import MODULE (repeatable): a module to "
+                    "import first, e.g. one that registers envs.",
                     config=(tyro.conf.FlagCreatePairsOff,))
 
 
