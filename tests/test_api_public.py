@@ -199,7 +199,8 @@ def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch,
         core.make_env.cache_clear()
         sys.modules.pop("api_corridor_envs")
         assert cli.main(["eval", str(out), "--episodes", "2"]) == 2
-        assert "importedcorridor" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "importedcorridor" in err and "--import MODULE" in err
         assert cli.main(["eval", str(out), "--episodes", "2",
                          "--import", "api_corridor_envs"]) == 0
         row = json.loads(capsys.readouterr().out.splitlines()[0])

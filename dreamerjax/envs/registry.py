@@ -138,7 +138,8 @@ def parse_env_id(env_id: str) -> tuple[Suite, str]:
     if prefix not in SUITES:
         raise ValueError(
             f"env id {env_id!r}: unknown suite {prefix!r}; suites: {', '.join(SUITES)} "
-            "(ids are SUITE_TASK, e.g. gymnax_CartPole-v1; a bare gymnax id also works)")
+            "(ids are SUITE_TASK, e.g. gymnax_CartPole-v1; a bare gymnax id also works; an "
+            "env registered by a module of yours: import it first, --import MODULE)")
     if not task:
         raise ValueError(f"env id {env_id!r}: no task after the suite prefix")
     return SUITES[prefix], task
