@@ -26,9 +26,30 @@ from dreamerjax.tools.parity.fixtures import _load, run_parity
 REF = Path(__file__).parent / "data" / "reference_options"
 
 
+# The second whole-agent update is checked in the slow tier (each compiles the update).
+SLOW = ("update_options_cosine.npz", "ac_config_options_cosine.yaml")
+
+
+def _parity_of(tmp_path_factory, names):
+    here = tmp_path_factory.mktemp("reference_options")
+    for name in names:
+        (here / name).symlink_to(REF / name)
+    return run_parity(here, strict=True, print_table=False)
+
+
 @pytest.fixture(scope="module")
-def result():
-    return run_parity(REF, strict=True, print_table=False)
+def result(tmp_path_factory):
+    return _parity_of(tmp_path_factory,
+                      [p.name for p in REF.iterdir() if p.is_file() and p.name not in SLOW])
+
+
+@pytest.mark.slow  # compiles the tiny update
+def test_strict_parity_of_the_cosine_update(tmp_path_factory):
+    rows, code = _parity_of(tmp_path_factory, SLOW)
+    failing = [(r.fixture, r.array, r.note) for r in rows if r.fails(strict=True)]
+    assert code == 0 and not failing, failing[:10]
+    checked = {r.array for r in rows if r.kind == "check"}
+    assert {"u2/valnorm/high", "u2/advnorm/low", "u2/enc/mlp0/kernel"} <= checked
 
 
 def test_strict_parity_passes(result):
@@ -45,7 +66,10 @@ def test_every_option_is_really_checked(result):
                  "29eb964.npz lr_cosine learning rate per step",
                  "e3f0224.npz lr_linear learning rate per step",
                  *(f"29eb964.npz {i}/" for i in ("mean_std", "min_max", "perc", "perc_corr")),
-                 *(f"e3f0224.npz {i}/" for i in ("meanstd", "perc"))):
+                 *(f"e3f0224.npz {i}/" for i in ("meanstd", "perc")),
+                 *(f"update_options_linear.npz {r}u{i}/{a}" for r in ("", "ema_")
+                   for i in (1, 2) for a in ("valnorm/mean", "advnorm/sqrs",
+                                             "enc/mlp0/kernel", "mom_mu/critic/"))):
         assert any(want in c for c in checked), want
 
 
