@@ -229,3 +229,25 @@ def test_the_options_are_accepted_at_their_version(reference, sets):
 def test_bad_values_are_refused_naming_the_key(reference, sets, message):
     with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
         C.validate(C.make_config("CartPole-v1", sets=sets, reference=reference))
+
+
+@pytest.mark.slow  # compiles the tiny update
+@pytest.mark.parametrize("option", ["opt.globclip", "opt.wd", "advnorm.impl"])
+def test_the_update_fixture_refutes_an_option_left_out(option):
+    """Our update without one of the fixture's options fails its parity rows: the
+    fixture tells each option apart (global clipping shows only through the second
+    step's moments, RMS scaling undoing the first step's clip)."""
+    import dataclasses
+
+    from dreamerjax.tools.parity import agent_checks
+
+    section, field = option.split(".")
+    off = {"globclip": 0.0, "wd": 0.0, "impl": "off"}[field]
+
+    def override(cfg):
+        return dataclasses.replace(cfg, **{section: dataclasses.replace(
+            getattr(cfg, section), **{field: off})})
+
+    rows = agent_checks.check_update(str(REF), "update_options_linear.npz",
+                                     override=override, runs=("",))
+    assert any(r.kind == "check" and not r.passed for r in rows)
