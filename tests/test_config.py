@@ -45,7 +45,13 @@ DMC_PROPRIO_12M_256 = {
     "loss_scales.cont": 1.0, "loss_scales.dyn": 1.0, "loss_scales.rep": 0.1,
     "loss_scales.actor": 1.0, "loss_scales.critic": 1.0, "loss_scales.replay_critic": 0.3,
     "opt.lr": 4e-5, "opt.eps": 1e-20, "opt.warmup": 1000, "opt.agc": 0.3,
-    "opt.beta1": 0.9, "opt.beta2": 0.999, "opt.pmin": 1e-3,
+    "opt.beta1": 0.9, "opt.beta2": 0.999, "opt.pmin": 1e-3, "opt.wd": 0.0,
+    "opt.globclip": 0.0, "opt.anneal": 0, "opt.schedule": "constant",
+    "separate_lrs": False, "lrs.dec": 1e-4, "lrs.enc": 1e-4, "lrs.dyn": 1e-4,
+    "lrs.rew": 1e-4, "lrs.con": 1e-4, "lrs.actor": 3e-5, "lrs.critic": 3e-5,
+    "reset_context": 0.0, "run.expl_until": 0,
+    "valnorm.impl": "off", "valnorm.rate": 0.01, "valnorm.limit": 1e-8,
+    "advnorm.impl": "off", "advnorm.rate": 0.01, "advnorm.limit": 1e-8,
     "replay_critic_loss": True,
     "dyn.rssm.deter": 2048, "dyn.rssm.hidden": 256, "dyn.rssm.stoch": 32,
     "dyn.rssm.classes": 16, "dyn.rssm.unimix": 0.01, "dyn.rssm.outscale": 1.0,
@@ -129,8 +135,8 @@ def test_dmc_proprio_size12m_matches_the_reference_table():
 def test_fixed_keys_hold_the_references_defaults():
     # The one value a FIXED key accepts is the reference's default (configs.yaml 1-146).
     ref_defaults = {"dyn.rssm.act": "silu", "dec.simple.vecdist": "symlog_mse",
-                    "replay.prio.initial": float("inf"), "opt.wd": 0.0, "imag_repeat": 1,
-                    "lrs.actor": 3e-5, "jax.param_dtype": "float32"}
+                    "replay.prio.initial": float("inf"), "opt.details": False,
+                    "imag_repeat": 1, "replay.recexp": 1.0, "jax.param_dtype": "float32"}
     for key, want in ref_defaults.items():
         assert C.FIXED[key][0] == want, key
 

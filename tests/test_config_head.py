@@ -46,8 +46,10 @@ def test_head_spelling_sets_the_same_fields():
     (dict(sets=["agent.policy.units=3"]), "a key of e3f0224"),
     (dict(sets=["reference=abc"]), "choose one of 29eb964, e3f0224"),
     (dict(sets=["agent.policy.unimix=0.5"], reference=HEAD_REF), "only 0.01 is implemented"),
-    (dict(configs=["size1m"], sets=["reference=e3f0224", "agent.opt.schedule=linear"]),
-     "only 'const' is implemented"),
+    (dict(configs=["size1m"], sets=["reference=e3f0224", "agent.opt.momentum=False"]),
+     "only True is implemented"),
+    (dict(configs=["size1m"], sets=["reference=e3f0224", "agent.opt.schedule=constant2"]),
+     "agent.opt.schedule: 'constant2'; choose one of const, linear, cosine"),
     # a flag that sets 29eb964-only keys: HEAD's CNN has no minres (the image side decides)
     (dict(reference=HEAD_REF, cnn_minres=5), "--cnn-minres: sets enc.simple.minres, "
      "dec.simple.minres, which e3f0224 does not have"),

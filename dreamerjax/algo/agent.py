@@ -18,7 +18,15 @@ import optax
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
-from dreamerjax.algo.normalize import RetNormState, retnorm_init, retnorm_stats, retnorm_update
+from dreamerjax.algo.normalize import (
+    RetNormState,
+    norm_init,
+    norm_stats,
+    norm_update,
+    retnorm_init,
+    retnorm_stats,
+    retnorm_update,
+)
 from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
 from dreamerjax.algo.returns import imagined_returns, imagined_returns_e3f0224, replay_return
 from dreamerjax.config.defaults import AgentConfig, Reference
@@ -184,6 +192,9 @@ class AgentState:
     retnorm: RetNormState
     step: jnp.ndarray  # optimiser steps taken (reference opt/step)
     updates: jnp.ndarray  # slow-updater counter (reference updater/updates)
+    # valnorm / advnorm states (normalize.norm_init); {} for a normaliser that is off, so
+    # a default run carries none.
+    norms: dict = flax.struct.field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- init
@@ -222,7 +233,14 @@ def init_params(key, cfg: AgentConfig, spaces: Spaces) -> dict:
 
 def optimizer(cfg: AgentConfig, slices: fsdp_lib.Slices | None = None
               ) -> optax.GradientTransformation:
-    return make_optimizer(cfg.opt, cfg.version, slices=slices)
+    return make_optimizer(cfg.opt, cfg.version, slices=slices,
+                          lrs=cfg.lrs if cfg.separate_lrs else None)
+
+
+def norms_init(cfg: AgentConfig) -> dict:
+    """{'valnorm': state, 'advnorm': state} of the normalisers that are on (else {})."""
+    states = {k: norm_init(getattr(cfg, k), cfg.version) for k in ("valnorm", "advnorm")}
+    return {k: v for k, v in states.items() if v}
 
 
 def param_slices(cfg: AgentConfig, spaces: Spaces, fsdp: fsdp_lib.Fsdp) -> fsdp_lib.Slices:
@@ -248,6 +266,7 @@ def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
         retnorm=retnorm_init(),
         step=jnp.zeros((), jnp.int32),
         updates=jnp.zeros((), jnp.int32),
+        norms=norms_init(cfg),
     )
 
 
@@ -527,13 +546,15 @@ def slow_target(cfg: AgentConfig, slow_logits):
 
 
 def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
-                     post: dict, key) -> dict:
+                     post: dict, key, norms: dict | None = None) -> dict:
     """Imagination from every posterior state, annotated with rewards, continuation,
     values and lambda returns (agent.py:251-320).
 
     Returns dict of [N = B*T, H+1, ...]: traj, acts, rew, con, weight, critic_logits,
     slow_logits, val, slowval, tarval, adist (actor outputs on the trajectory), and
-    ret [N, H].
+    ret [N, H]. norms: the valnorm state before this update (AgentState.norms); with
+    valnorm on the critics' outputs are normalised values, val = out * scale + offset
+    (agent.py:294-296 @29eb964, agent.py:395-397 @e3f0224).
     """
     B, T = data["is_first"].shape
     flat = lambda v: v.reshape((B * T, *v.shape[2:]))  # noqa: E731
@@ -543,8 +564,14 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     inp = sg(tfeat)  # ac_grads none
     c_logits = critic_logits(params["critic"], cfg, inp)
     s_logits = critic_logits(slow, cfg, inp)
-    val = twohot_expectation(cfg, c_logits, critic_bins(cfg))  # valnorm off: offset 0, scale 1
+    val = twohot_expectation(cfg, c_logits, critic_bins(cfg))
     slowval = slow_target(cfg, s_logits)
+    vstats = {}
+    vstate = (norms or {}).get("valnorm")
+    if vstate:
+        voffset, vscale = norm_stats(vstate, cfg.valnorm, cfg.version)
+        val = val * vscale + voffset
+        vstats = {"vstats": (voffset, vscale)}
     tarval = sg(val)  # slowtar False
     if cfg.version == Reference.E3F0224:
         ret, weight = imagined_returns_e3f0224(rew, con, tarval, cfg.return_lambda,
@@ -555,7 +582,7 @@ def imagined_targets(params, slow, cfg: AgentConfig, spaces: Spaces, data: dict,
     return dict(traj=traj, acts=acts, rew=rew, con=con, weight=sg(weight),
                 critic_logits=c_logits, slow_logits=s_logits, val=val, slowval=slowval,
                 tarval=tarval, ret=sg(ret),
-                adist=actor_out(params["actor"], cfg, spaces, inp))
+                adist=actor_out(params["actor"], cfg, spaces, inp), **vstats)
 
 
 def imagined_rew_con(params, cfg: AgentConfig, data: dict, tfeat, flat):
@@ -581,25 +608,46 @@ def imagined_rew_con(params, cfg: AgentConfig, data: dict, tfeat, flat):
 
 
 def actor_loss(cfg: AgentConfig, spaces: Spaces, img: dict, retnorm: RetNormState,
-               data_axis: str | None = None):
+               data_axis: str | None = None, norms: dict | None = None):
     """REINFORCE with percentile-normalised advantages and an entropy bonus
     (agent.py:322-333). Returns (loss [N, H], updated retnorm, parts {adv, logpi, ent,
-    offset, scale}). data_axis: see `update`."""
+    offset, scale}). data_axis: see `update`. norms: with advnorm on, its state, moved by
+    this batch's advantages, which it then normalises (agent.py:325-327 @29eb964); parts
+    then holds the new state as `advnorm`."""
     ret, tarval, weight = img["ret"], img["tarval"], img["weight"]
     retnorm = retnorm_update(retnorm, ret, cfg.retnorm, data_axis)
     offset, scale = retnorm_stats(retnorm, cfg.retnorm)
-    adv = (ret - tarval[:, :-1]) / scale  # advnorm off
+    adv = (ret - tarval[:, :-1]) / scale
+    adv_normed, extra = adv, {}
+    astate = (norms or {}).get("advnorm")
+    if astate:
+        astate = norm_update(astate, adv, cfg.advnorm, cfg.version, data_axis)
+        aoffset, ascale = norm_stats(astate, cfg.advnorm, cfg.version)
+        adv_normed, extra = (adv - aoffset) / ascale, {"advnorm": astate}
     logpi = actor_log_prob(img["adist"], spaces, sg(img["acts"]), cfg.version)[:, :-1]
     ent = actor_entropy(img["adist"], spaces, cfg.version)[:, :-1]
-    loss = weight[:, :-1] * -(logpi * sg(adv) + cfg.actent * ent)
-    return loss, retnorm, dict(adv=adv, logpi=logpi, ent=ent, offset=offset, scale=scale)
+    loss = weight[:, :-1] * -(logpi * sg(adv_normed) + cfg.actent * ent)
+    return loss, retnorm, dict(adv=adv, logpi=logpi, ent=ent, offset=offset, scale=scale,
+                               **extra)
 
 
-def critic_loss(cfg: AgentConfig, img: dict):
+def valnorm_target(cfg: AgentConfig, ret, norms: dict, data_axis: str | None = None):
+    """(ret normalised, norms) after moving valnorm by ret (agent.py:335-337, 360-361
+    @29eb964; agent.py:417-418, 467-468 @e3f0224); ret as it is when valnorm is off."""
+    vstate = norms.get("valnorm")
+    if not vstate:
+        return ret, norms
+    vstate = norm_update(vstate, ret, cfg.valnorm, cfg.version, data_axis)
+    voffset, vscale = norm_stats(vstate, cfg.valnorm, cfg.version)
+    return (ret - voffset) / vscale, {**norms, "valnorm": vstate}
+
+
+def critic_loss(cfg: AgentConfig, img: dict, ret=None):
     """Two-hot critic on the imagined returns plus slowreg towards the slow critic
-    (agent.py:335-341): [N, H]."""
+    (agent.py:335-341): [N, H]. ret: the returns normalised by valnorm (valnorm_target),
+    when it is on."""
     bins = critic_bins(cfg)
-    ret = img["ret"]
+    ret = img["ret"] if ret is None else ret
     ret_padded = jnp.concatenate([ret, jnp.zeros_like(ret[:, -1:])], 1)
     logits = img["critic_logits"]
     lp = (nm.twohot_log_prob(logits, ret_padded, bins)
@@ -607,12 +655,14 @@ def critic_loss(cfg: AgentConfig, img: dict):
     return img["weight"][:, :-1] * -lp[:, :-1]
 
 
-def replay_critic_loss(params, slow, cfg: AgentConfig, data: dict, x, ret):
+def replay_critic_loss(params, slow, cfg: AgentConfig, data: dict, x, ret,
+                       norms: dict | None = None, data_axis: str | None = None):
     """The critic on the replayed rows' lambda returns, bootstrapped from the imagined
     return of each row (agent.py:343-366, replay_critic_bootstrap imag).
 
     x [B, T, F] posterior features, ret [B*T, H] -> (loss [B, T-1], replay_ret [B, T-1],
-    boot [B, T])."""
+    boot [B, T]), and with norms given (valnorm on) the norms after valnorm moved by the
+    replay returns, which it normalises for the loss."""
     bins = critic_bins(cfg)
     B, T = data["is_first"].shape
     logits = critic_logits(params["critic"], cfg, x)
@@ -621,10 +671,15 @@ def replay_critic_loss(params, slow, cfg: AgentConfig, data: dict, x, ret):
     replay_ret = sg(replay_return(
         data["reward"].astype(f32), boot, data["is_terminal"], data["is_last"],
         cfg.return_lambda_replay, cfg.horizon))
-    rpad = jnp.concatenate([replay_ret, jnp.zeros_like(replay_ret[:, -1:])], 1)
+    target = replay_ret
+    if norms is not None:
+        target, norms = valnorm_target(cfg, replay_ret, norms, data_axis)
+    rpad = jnp.concatenate([target, jnp.zeros_like(target[:, -1:])], 1)
     lp = (nm.twohot_log_prob(logits, rpad, bins)
           + cfg.slowreg * nm.twohot_log_prob(logits, slowval, bins))
     live = 1.0 - data["is_last"].astype(f32)
+    if norms is not None:
+        return live[:, :-1] * -lp[:, :-1], replay_ret, boot, norms
     return live[:, :-1] * -lp[:, :-1], replay_ret, boot
 
 
@@ -713,12 +768,15 @@ def loss_metrics_e3f0224(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict,
     mean, std, min_, max_ = batch_stats(data_axis)
     metrics = {k: mean(v) for k, v in wm["metrics"].items()}  # means over the batch
     adv, ret = parts["adv"], img["ret"]
+    slowval = img["slowval"]
+    if "vstats" in img:  # valnorm on: the slow critic's value as val (agent.py:396)
+        slowval = slowval * img["vstats"][1] + img["vstats"][0]
     ret_normed = (ret - parts["offset"]) / parts["scale"]
     metrics.update({
         "adv": mean(adv), "adv_std": std(adv), "adv_mag": mean(jnp.abs(adv)),
         "rew": mean(img["rew"]), "con": mean(img["con"]), "ret": mean(ret_normed),
-        "val": mean(img["val"]), "tar": mean(ret), "weight": mean(img["weight"]),
-        "slowval": mean(img["slowval"]), "ret_min": min_(ret_normed),
+        "val": mean(img["val"]), "tar": mean(parts.get("tar", ret)),
+        "weight": mean(img["weight"]), "slowval": mean(slowval), "ret_min": min_(ret_normed),
         "ret_max": max_(ret_normed),
         "ret_rate": mean((jnp.abs(ret_normed) >= 1.0).astype(f32)),
         "ent/action": mean(parts["ent"])})
@@ -731,25 +789,37 @@ def loss_metrics_e3f0224(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict,
 
 
 def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Spaces,
-            data: dict, carry: dict, key, data_axis: str | None = None):
+            data: dict, carry: dict, key, data_axis: str | None = None,
+            norms: dict | None = None):
     """Agent.loss (agent.py:225-399) on trained rows.
 
     data: obs {name: [B, T, *shape]} (stored dtype), action [B, T] | [B, T, A],
     reward / is_first / is_last / is_terminal [B, T]; carry: {deter [B, D], stoch
     [B, S, C], action [B] | [B, A]} from the context row.
     Returns (total, aux) with aux = dict(losses (scaled, per element), post, embed,
-    prevacts, carry, metrics, retnorm (updated state), diag (intermediates)).
-    data_axis: see `update`.
+    prevacts, carry, metrics, retnorm (updated state), norms (valnorm / advnorm states
+    after the update, AgentState.norms), diag (intermediates)).
+    data_axis: see `update`. norms: AgentState.norms ({} or None: both off).
     """
     e3f0224 = cfg.version == Reference.E3F0224
+    norms = dict(norms or {})
     k_obs, k_img = jax.random.split(key)
     wm = world_model(params, cfg, spaces, data, carry, k_obs)
     losses = dict(wm["losses"])
-    img = imagined_targets(params, slow, cfg, spaces, data, wm["post"], k_img)
-    losses["actor"], retnorm, parts = actor_loss(cfg, spaces, img, retnorm, data_axis)
-    losses["critic"] = critic_loss(cfg, img)
+    img = imagined_targets(params, slow, cfg, spaces, data, wm["post"], k_img, norms)
+    losses["actor"], retnorm, parts = actor_loss(cfg, spaces, img, retnorm, data_axis, norms)
+    if "advnorm" in parts:
+        norms["advnorm"] = parts.pop("advnorm")
+    if norms.get("valnorm"):
+        parts["tar"], norms = valnorm_target(cfg, img["ret"], norms, data_axis)
+        losses["critic"] = critic_loss(cfg, img, parts["tar"])
+    else:
+        losses["critic"] = critic_loss(cfg, img)
     replay_ret = boot = None
-    if cfg.replay_critic_loss:
+    if cfg.replay_critic_loss and norms.get("valnorm"):
+        losses["replay_critic"], replay_ret, boot, norms = replay_critic_loss(
+            params, slow, cfg, data, wm["feat"], img["ret"], norms, data_axis)
+    elif cfg.replay_critic_loss:
         losses["replay_critic"], replay_ret, boot = replay_critic_loss(
             params, slow, cfg, data, wm["feat"], img["ret"])
     if e3f0224:
@@ -769,7 +839,7 @@ def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Space
     diag.update(parts, replay_ret=replay_ret, boot=boot)
     aux = {"losses": scaled, "unscaled": losses, "post": wm["post"], "embed": wm["embed"],
            "prevacts": wm["prevacts"], "carry": new_carry, "metrics": metrics,
-           "retnorm": retnorm, "diag": diag, "dec": wm["dec"]}
+           "retnorm": retnorm, "norms": norms, "diag": diag, "dec": wm["dec"]}
     return total, aux
 
 
@@ -847,16 +917,29 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
                            data_axis=data_axis, slices=slices)
 
 
+def reset_context(data: dict, chance: float, key) -> dict:
+    """reset_context (agent.py:185-187 @29eb964): each sequence keeps its first row's
+    is_first flag when a uniform draw exceeds `chance`, else the flag is cleared (the
+    reference's `is_first[:, :1] & keep`: a flag the draw drops is never set). data:
+    the trained rows, is_first [B, T]."""
+    first = data["is_first"]
+    keep = jax.random.uniform(key, first[:, :1].shape) > chance
+    return {**data, "is_first": jnp.concatenate([first[:, :1] & keep, first[:, 1:]], 1)}
+
+
 def gradients(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key,
               data_axis: str | None = None):
     """The loss of `update`'s batch and its gradients: (total, aux, grads), grads with the
     structure of state.params; aux as `loss_fn` returns it. The gradients are this
     shard's own (averaged in `apply_gradients`)."""
     carry, data = split_context(cfg, spaces, batch)
+    if cfg.reset_context:
+        key, k_reset = jax.random.split(key)
+        data = reset_context(data, cfg.reset_context, k_reset)
 
     def lossf(params):
         return loss_fn(params, state.slow, state.retnorm, cfg, spaces, data, carry, key,
-                       data_axis)
+                       data_axis, state.norms)
 
     (total, aux), grads = jax.value_and_grad(lossf, has_aux=True)(state.params)
     return total, aux, grads
@@ -887,7 +970,8 @@ def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads
     metrics["opt_loss"] = batch_stats(data_axis if e3f0224 else None)[0](total)
     metrics.update(optimizer_metrics(grads, updates, params, step, rms=e3f0224, slices=slices))
     new_state = AgentState(params=params, slow=slow, opt_state=opt_state,
-                           retnorm=aux["retnorm"], step=step, updates=count)
+                           retnorm=aux["retnorm"], step=step, updates=count,
+                           norms=aux["norms"])
     post = aux["post"]
     # Latents leave the update in float32, as the replay stores them (agent.py:108-109).
     outs = {

@@ -4,10 +4,17 @@ Chain: adaptive gradient clipping (AGC) -> RMS scaling (bias-corrected second mo
 momentum (bias-corrected first moment) -> scale by -lr -> linear warmup. Normalising by the
 second moment before the momentum makes this LaProp rather than Adam. All transformations
 work on any pytree of float32 parameters (nested dicts included).
+
+The reference's options add stages only when set, so the default chain is the one above:
+global-norm clipping first (opt.globclip, 29eb964), weight decay on the kernels after the
+momentum (opt.wd), one learning rate per module (separate_lrs, 29eb964) and a linear or
+cosine annealing of the learning rate after the warm-up (opt.schedule, opt.anneal), whose
+formula differs between the versions (`schedule_factor_29eb964`, `e3f0224_learning_rate`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import jax
@@ -15,7 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dreamerjax.config.defaults import OptConfig, Reference
+from dreamerjax.config.defaults import (
+    SCHEDULES,
+    LrsConfig,
+    OptConfig,
+    Reference,
+    check_opt_options,
+)
 
 f32 = jnp.float32
 i32 = jnp.int32
@@ -127,8 +140,35 @@ def warmup_factor(count: jax.Array, warmup: int) -> jax.Array:
     return jnp.clip(jnp.asarray(count).astype(f32) / warmup, 0, 1)
 
 
-def scale_by_warmup(warmup: int) -> optax.GradientTransformation:
-    """Multiply the updates by `warmup_factor(count)`; count = updates before this one."""
+def is_constant(schedule: str) -> bool:
+    """Whether opt.schedule names the constant learning rate (either version's spelling:
+    'constant' at 29eb964, 'const' at e3f0224)."""
+    return schedule in (SCHEDULES[Reference.V29EB964][0], SCHEDULES[Reference.E3F0224][0])
+
+
+def schedule_factor_29eb964(count: jax.Array, warmup: int, schedule: str,
+                            anneal: int) -> jax.Array:
+    """29eb964's learning-rate multiplier (jaxutils.py:510-523): the warm-up ramp
+    clip(step / warmup, 0, 1) times, with prog = clip((step - warmup) / (anneal - warmup),
+    0, 1), 1 - prog (linear) or (1 + cos(pi prog)) / 2 (cosine). `count`: updates applied
+    before this one (the reference's opt/step)."""
+    step = jnp.asarray(count).astype(f32)
+    scale = warmup_factor(count, warmup)
+    if is_constant(schedule):
+        return scale
+    prog = jnp.clip((step - warmup) / f32(anneal - warmup), 0, 1)
+    if schedule == "linear":
+        return scale * (1 - prog)
+    if schedule == "cosine":
+        return scale * (0.5 * (1 + jnp.cos(jnp.pi * prog)))
+    raise ValueError(f"opt.schedule: {schedule!r}; choose one of "
+                     f"{', '.join(SCHEDULES[Reference.V29EB964])}")
+
+
+def scale_by_warmup(warmup: int, schedule: str = "constant",
+                    anneal: int = 0) -> optax.GradientTransformation:
+    """Multiply the updates by `warmup_factor(count)`, annealed after the warm-up by
+    `schedule` (schedule_factor_29eb964); count = updates before this one."""
 
     def init_fn(params):
         del params
@@ -136,7 +176,10 @@ def scale_by_warmup(warmup: int) -> optax.GradientTransformation:
 
     def update_fn(updates, state, params=None):
         del params
-        if warmup > 0:
+        if not is_constant(schedule):
+            factor = schedule_factor_29eb964(state.count, warmup, schedule, anneal)
+            updates = jax.tree.map(lambda u: u * factor, updates)
+        elif warmup > 0:
             factor = warmup_factor(state.count, warmup)
             updates = jax.tree.map(lambda u: u * factor, updates)
         return updates, WarmupState(count=_increment(state.count))
@@ -144,36 +187,136 @@ def scale_by_warmup(warmup: int) -> optax.GradientTransformation:
     return optax.GradientTransformation(init_fn, update_fn)
 
 
-def e3f0224_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
-    """e3f0224's learning rate (agent.py:366-378 @e3f0224): a linear ramp from 0 over
-    `warmup` updates joined to the constant lr, applied by optax's scale_by_learning_rate
-    (u * -lr_t) where 29eb964 scales by -lr and then by the warmup factor."""
-    sched = optax.constant_schedule(cfg.lr)
+def clip_by_global_norm(max_norm: float, *, slices: Any = None
+                        ) -> optax.GradientTransformation:
+    """optax.clip_by_global_norm as 29eb964 runs it (jaxutils.py:435-436, optax 0.2.2):
+    the norm is sqrt of the sum of the leaves' sums of squares (`global_norm`); of the
+    whole tensors' norm when the updates are slices (an fsdp.Slices)."""
+
+    def init_fn(params):
+        del params
+        return optax.EmptyState()
+
+    def update_fn(updates, state, params=None):
+        del params
+        g_norm = global_norm(updates, slices)
+        trigger = jnp.squeeze(g_norm < max_norm)
+        clip = lambda t: jax.lax.select(  # noqa: E731
+            trigger, t, (t / g_norm.astype(t.dtype)) * max_norm)
+        return jax.tree.map(clip, updates), state
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+# The parameters weight decay applies to: the reference's pattern over its parameter names
+# (wd_pattern, jaxutils.py:412 @29eb964; wdregex, agent.py:352 @e3f0224), the kernels.
+WD_PATTERN = r"/kernel$"
+
+
+def param_name(path) -> str:
+    """The reference's name of a parameter from its path in our tree ('agent/enc/...':
+    the tree's keys joined by '/', nets.py's layout)."""
+    return "/".join(["agent", *(str(getattr(k, "key", k)) for k in path)])
+
+
+def weight_decay_mask(params: Any) -> Any:
+    """True for the leaves whose reference name matches WD_PATTERN, as the reference's
+    wdmaskfn / wdmask (re.search over the name)."""
+    pattern = re.compile(WD_PATTERN)
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: bool(pattern.search(param_name(path))), params)
+
+
+def _scaled(tree: Any, factor: float) -> Any:
+    return jax.tree.map(lambda u: u * factor, tree)
+
+
+def scale_by_module(lrs: LrsConfig) -> optax.GradientTransformation:
+    """Each module's updates times its own -lr (separate_lrs, agent.py:84-86 and
+    scale_by_groups, jaxutils.py:619-657 @29eb964): the top-level keys of the tree are the
+    modules, the groups 'agent/<module>' of the reference."""
+
+    def init_fn(params):
+        del params
+        return optax.EmptyState()
+
+    def update_fn(updates, state, params=None):
+        del params
+        missing = [k for k in updates if not hasattr(lrs, k)]
+        if missing:
+            raise ValueError(f"lrs: no learning rate for the module(s) {missing}")
+        return {k: _scaled(v, -getattr(lrs, k)) for k, v in updates.items()}, state
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def e3f0224_schedule(cfg: OptConfig) -> optax.Schedule:
+    """e3f0224's learning rate per update count (agent.py:366-377 @e3f0224): after a
+    linear ramp from 0 over `warmup` updates, the constant lr, or from lr over
+    anneal - warmup updates linearly down to 0.1 lr, or along optax's cosine decay whose
+    third argument, alpha (a fraction of lr), the reference gives as 0.1 * lr. 29eb964's
+    formula differs (schedule_factor_29eb964)."""
+    if is_constant(cfg.schedule):
+        sched = optax.constant_schedule(cfg.lr)
+    elif cfg.schedule == "linear":
+        sched = optax.linear_schedule(cfg.lr, 0.1 * cfg.lr, cfg.anneal - cfg.warmup)
+    elif cfg.schedule == "cosine":
+        sched = optax.cosine_decay_schedule(cfg.lr, cfg.anneal - cfg.warmup, 0.1 * cfg.lr)
+    else:
+        raise ValueError(f"agent.opt.schedule: {cfg.schedule!r}; choose one of "
+                         f"{', '.join(SCHEDULES[Reference.E3F0224])}")
     if cfg.warmup:
         ramp = optax.linear_schedule(0.0, cfg.lr, cfg.warmup)
         sched = optax.join_schedules([ramp, sched], [cfg.warmup])
-    return optax.scale_by_learning_rate(sched)
+    return sched
+
+
+def e3f0224_learning_rate(cfg: OptConfig) -> optax.GradientTransformation:
+    """e3f0224's learning rate (agent.py:366-378 @e3f0224), `e3f0224_schedule` applied by
+    optax's scale_by_learning_rate (u * -lr_t) where 29eb964 scales by -lr and then by
+    the warmup factor."""
+    return optax.scale_by_learning_rate(e3f0224_schedule(cfg))
+
+
+def learning_rate(cfg: OptConfig, version: Reference, count: jax.Array,
+                  lr: float | None = None) -> jax.Array:
+    """The learning rate of the update after `count` updates, as the reference applies it
+    (29eb964: lr times schedule_factor_29eb964; e3f0224: e3f0224_schedule). lr: a
+    module's own (separate_lrs) in place of cfg.lr."""
+    if version == Reference.E3F0224:
+        return e3f0224_schedule(cfg)(count)
+    return (cfg.lr if lr is None else lr) * schedule_factor_29eb964(
+        count, cfg.warmup, cfg.schedule, cfg.anneal)
 
 
 def make_optimizer(cfg: OptConfig, version: Reference = Reference.V29EB964, *,
-                   slices: Any = None) -> optax.GradientTransformation:
-    """The reference's default `opt` (configs.yaml `opt`, jaxutils.py:429-457 @29eb964;
+                   slices: Any = None, lrs: LrsConfig | None = None
+                   ) -> optax.GradientTransformation:
+    """The reference's `opt` (configs.yaml `opt`, jaxutils.py:429-457 @29eb964;
     agent.py:342-379 @e3f0224 for version e3f0224).
 
-    AGC is left out when cfg.agc == 0, as in the reference. The state is a tuple; read it
-    with `opt_moments` / `opt_step` (e3f0224's chain keeps a warmup-0 stage as its counter).
-    slices: see scale_by_agc (every other stage works element by element).
+    AGC is left out when cfg.agc == 0, as in the reference; so are global clipping at
+    globclip 0 and weight decay at wd 0. lrs: one learning rate per module in place of
+    cfg.lr (separate_lrs, 29eb964), the parameters a dict keyed by module. The state is a
+    tuple; read it with `opt_moments` / `opt_step` (e3f0224's chain keeps a warmup-0 stage
+    as its counter). slices: see scale_by_agc (every other stage works element by element).
     """
+    check_opt_options(cfg, version, lrs is not None)
     e3f0224 = version == Reference.E3F0224
     chain = []
+    if cfg.globclip:
+        chain.append(clip_by_global_norm(cfg.globclip, slices=slices))
     if cfg.agc or e3f0224:  # e3f0224's clip_by_agc passes the updates through at agc 0
         chain.append(scale_by_agc(cfg.agc, cfg.pmin, slices=slices) if cfg.agc
                      else optax.identity())
     chain += [scale_by_rms(cfg.beta2, cfg.eps), scale_by_momentum(cfg.beta1)]
+    if cfg.wd:
+        chain.append(optax.add_decayed_weights(cfg.wd, weight_decay_mask))
     if e3f0224:
         chain += [e3f0224_learning_rate(cfg), scale_by_warmup(0)]
     else:
-        chain += [optax.scale(-cfg.lr), scale_by_warmup(cfg.warmup)]
+        chain += [optax.scale(-cfg.lr) if lrs is None else scale_by_module(lrs),
+                  scale_by_warmup(cfg.warmup, cfg.schedule, cfg.anneal)]
     return optax.chain(*chain)
 
 

@@ -91,7 +91,14 @@ class HeadConfig:
 
 @dataclass(frozen=True)
 class OptConfig:
-    """opt: AGC -> RMS scaling -> momentum -> -lr -> warmup (LaProp)."""
+    """opt: [global clip] -> AGC -> RMS scaling -> momentum -> [weight decay] -> -lr ->
+    warmup and schedule (LaProp).
+
+    wd: decoupled weight decay on the kernels (wd_pattern '/kernel$', jaxutils.py:448-451
+    @29eb964; wdregex, agent.py:357-361 @e3f0224). globclip: global-norm clipping before
+    AGC (29eb964 only). schedule: the learning rate after the warm-up, annealed until
+    step `anneal`; its names are the version's (SCHEDULES).
+    """
 
     lr: float = 4e-5
     eps: float = 1e-20
@@ -100,6 +107,34 @@ class OptConfig:
     agc: float = 0.3
     pmin: float = 1e-3
     warmup: int = 1000
+    wd: float = 0.0
+    globclip: float = 0.0
+    schedule: str = "constant"
+    anneal: int = 0
+
+
+@dataclass(frozen=True)
+class LrsConfig:
+    """lrs: one learning rate per module when separate_lrs (configs.yaml:101 @29eb964)."""
+
+    dec: float = 1e-4
+    enc: float = 1e-4
+    dyn: float = 1e-4
+    rew: float = 1e-4
+    con: float = 1e-4
+    actor: float = 3e-5
+    critic: float = 3e-5
+
+
+@dataclass(frozen=True)
+class NormConfig:
+    """valnorm / advnorm: a moments normaliser of the critic's targets / the advantages
+    (jaxutils.Moments @29eb964, embodied/jax/utils.py Normalize @e3f0224); off by default.
+    impl names are the version's (NORM_IMPLS)."""
+
+    impl: str = "off"
+    rate: float = 0.01
+    limit: float = 1e-8
 
 
 @dataclass(frozen=True)
@@ -148,6 +183,13 @@ class AgentConfig:
     actor_maxstd: float = 1.0
     opt: OptConfig = field(default_factory=OptConfig)
     retnorm: RetNormConfig = field(default_factory=RetNormConfig)
+    valnorm: NormConfig = field(default_factory=NormConfig)
+    advnorm: NormConfig = field(default_factory=NormConfig)
+    separate_lrs: bool = False
+    lrs: LrsConfig = field(default_factory=LrsConfig)
+    # reset_context (29eb964, agent.py:185-187): the chance that a replayed sequence's
+    # first is_first flag is cleared (the reference's draw keeps it with 1 - p).
+    reset_context: float = 0.0
     loss_scales: LossScales = field(default_factory=LossScales)
     free_nats: float = 1.0
     contdisc: bool = True
@@ -216,6 +258,10 @@ class RunConfig:
     # a log interval (results/bench/LOG.md, "What a log point costs on the host").
     report_every: int = 1
     episode_limit: int = 0  # 0 = the environment's own limit
+    # run.expl_until (29eb964, embodied/run/train.py:27,104-105): the policy is called in
+    # mode 'explore' until this step (always when 0) and 'train' after; the reference's
+    # Agent.policy reads no mode (agent.py:129-164), so both act alike and so do ours.
+    expl_until: int = 0
     # run.driver_parallel (configs.yaml:73, the reference's default True): host envs
     # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this
     # process; no effect on compiled envs or on the results (docs/environments.md).
@@ -281,6 +327,15 @@ def fsdp_devices(run: RunConfig) -> int:
 # agent.twohot_mean values: the summations algo/numerics.py implements (its dict of them
 # is keyed by these names).
 TWOHOT_MEANS = ("exact", "pairsum")
+
+# opt.schedule values per version (jaxutils.py:514-523 @29eb964; agent.py:366-375 @e3f0224);
+# the first is the default, a constant learning rate.
+SCHEDULES = {REF_29EB964: ("constant", "linear", "cosine"), HEAD_REF: ("const", "linear", "cosine")}
+
+# valnorm.impl / advnorm.impl values per version (jaxutils.py:309-327 @29eb964;
+# embodied/jax/utils.py:28-44 @e3f0224); the first is the default, off.
+NORM_IMPLS = {REF_29EB964: ("off", "mean_std", "min_max", "perc", "perc_corr"),
+              HEAD_REF: ("none", "meanstd", "perc")}
 
 # run.seed_loop values (config.RunConfig.seed_loop).
 SEED_LOOPS = ("auto", "vmap", "map", "threads")
@@ -457,8 +512,11 @@ def head_defaults(base: AgentConfig) -> AgentConfig:
     none, heads.py:101-110)."""
     rep = dataclasses.replace
     cnn = dict(mults=(2, 3, 4, 4), outer=False, minres=4)
+    off = NORM_IMPLS[HEAD_REF][0]
     return rep(base, enc=rep(base.enc, **cnn), dec=rep(base.dec, vec_outscale=1.0, **cnn),
-               actor_unimix=0.0, reference=HEAD_REF)
+               actor_unimix=0.0, reference=HEAD_REF,
+               opt=rep(base.opt, schedule=SCHEDULES[HEAD_REF][0]),
+               valnorm=rep(base.valnorm, impl=off), advnorm=rep(base.advnorm, impl=off))
 
 
 def _resized(deter: int, hidden: int, classes: int, units: int, depth: int,
@@ -555,10 +613,60 @@ def from_dict(d: dict) -> Config:
     return build(Config, d)
 
 
+def check_opt_options(cfg: OptConfig, version: str, separate_lrs: bool = False) -> None:
+    """ValueError (one line naming the key) for opt settings the reference refuses: an
+    unknown schedule, a schedule without an anneal step past the warm-up, a negative
+    decay or clip, global clipping or separate_lrs at e3f0224 (which has neither)."""
+    head = version == HEAD_REF
+    pre = "agent.opt" if head else "opt"
+    names = SCHEDULES[version]
+    constant = cfg.schedule in (SCHEDULES[REF_29EB964][0], SCHEDULES[HEAD_REF][0])
+    if cfg.schedule not in names and not constant:
+        raise ValueError(f"{pre}.schedule: {cfg.schedule!r}; choose one of {', '.join(names)}")
+    for key in ("wd", "globclip", "anneal"):
+        if getattr(cfg, key) < 0:
+            raise ValueError(f"{pre}.{key}: must be >= 0, got {getattr(cfg, key)}")
+    if not constant:
+        # jaxutils.py:516 @29eb964 asserts anneal > warmup; e3f0224 asserts anneal > 0
+        # (agent.py:365) and its cosine decay needs anneal - warmup > 0 steps.
+        linear_head = head and cfg.schedule == "linear"
+        least, what = (0, "0") if linear_head else (cfg.warmup, f"{pre}.warmup")
+        if cfg.anneal <= least:
+            raise ValueError(f"{pre}.anneal: {cfg.anneal} must exceed {what} for schedule "
+                             f"{cfg.schedule!r}")
+    if head and cfg.globclip:
+        raise ValueError(f"opt.globclip: {version} has no global-norm clipping")
+    if head and separate_lrs:
+        raise ValueError(f"separate_lrs: {version} has one learning rate for all modules")
+
+
+def check_agent_options(agent: AgentConfig) -> None:
+    """ValueError naming the key for the agent's training options that its version does
+    not have: opt (check_opt_options), valnorm / advnorm impls and rates, reset_context."""
+    version = agent.reference
+    head = version == HEAD_REF
+    check_opt_options(agent.opt, version, agent.separate_lrs)
+    for name in ("valnorm", "advnorm"):
+        cfg = getattr(agent, name)
+        key = f"agent.{name}" if head else name
+        names = NORM_IMPLS[version]
+        # A config written before these keys existed holds 29eb964's 'off'.
+        if cfg.impl not in names and cfg.impl != NORM_IMPLS[REF_29EB964][0]:
+            raise ValueError(f"{key}.impl: {cfg.impl!r}; choose one of {', '.join(names)}")
+        if not 0.0 <= cfg.rate <= 1.0:
+            raise ValueError(f"{key}.rate: must be in [0, 1], got {cfg.rate}")
+        if cfg.limit < 0:
+            raise ValueError(f"{key}.limit: must be >= 0, got {cfg.limit}")
+    if not 0.0 <= agent.reset_context <= 1.0:
+        raise ValueError(f"reset_context: must be in [0, 1], got {agent.reset_context}")
+    if head and agent.reset_context:
+        raise ValueError(f"reset_context: {version} has no replay-context reset")
+
+
 _DATACLASSES = {
     c.__name__: c
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
-              RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
+              LrsConfig, NormConfig, RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
               Atari100kConfig, CrafterConfig, DMCConfig, CraftaxConfig,
               PlaygroundConfig, BraxConfig, EnvConfig, LoggerConfig)
 }

@@ -50,6 +50,7 @@ from dreamerjax.config.defaults import (
     Config,
     RunConfig,
     agent_config,
+    check_agent_options,
     from_dict,
     mesh_shape,
     replay_rows_per_env,
@@ -109,7 +110,14 @@ REFERENCE_KEYS: dict[str, str] = {
     **_group("loss_scales", "agent.loss_scales",  # :98
              ("dec_cnn", "dec_mlp", "reward", "cont", "dyn", "rep", "actor", "critic",
               "replay_critic")),
-    **_group("opt", "agent.opt", ("lr", "eps", "warmup", "agc", "beta1", "beta2", "pmin")),
+    **_group("opt", "agent.opt", ("lr", "eps", "warmup", "agc", "beta1", "beta2", "pmin",
+                                  "wd", "globclip", "anneal", "schedule")),
+    "separate_lrs": "agent.separate_lrs",  # :100
+    **_group("lrs", "agent.lrs", ("dec", "enc", "dyn", "rew", "con", "actor", "critic")),
+    "reset_context": "agent.reset_context",  # :103
+    **_group("valnorm", "agent.valnorm", ("impl", "rate", "limit")),  # :142
+    **_group("advnorm", "agent.advnorm", ("impl", "rate", "limit")),  # :143
+    "run.expl_until": "run.expl_until",  # :46; the policy acts alike in both modes
     "replay_critic_loss": "agent.replay_critic_loss",  # :104
     **_group("dyn.rssm", "agent.rssm",  # :113
              ("deter", "hidden", "stoch", "classes", "unimix", "outscale", "imglayers",
@@ -210,23 +218,11 @@ FIXED: dict[str, tuple[Any, str]] = {
     "imag_repeat": (1, _NOT_CONFIGURABLE),
     "imag_unroll": (False, "imagination is a lax.scan"),
     "retnorm.impl": ("perc", _NOT_CONFIGURABLE),
-    **{f"{n}.{k}": (v, f"{n} is off (only the return normaliser is implemented)")
-       for n in ("valnorm", "advnorm")
-       for k, v in (("impl", "off"), ("rate", 0.01), ("limit", 1e-8))},
     "slowtar": (False, _NOT_CONFIGURABLE),
     "opt.scaler": ("rms", _NOT_CONFIGURABLE),
     "opt.momentum": (True, _NOT_CONFIGURABLE),
-    "opt.wd": (0.0, "weight decay is not implemented"),
-    "opt.globclip": (0.0, "global-norm clipping is not implemented (AGC is, opt.agc)"),
     "opt.details": (False, "optimiser details are not reported"),
-    "opt.anneal": (0, "learning-rate annealing is not implemented"),
-    "opt.schedule": ("constant", "learning-rate schedules are not implemented"),
-    "separate_lrs": (False, "one optimiser for all modules"),
-    **{f"lrs.{k}": (v, "separate_lrs is not implemented")
-       for k, v in (("dec", 1e-4), ("enc", 1e-4), ("dyn", 1e-4), ("rew", 1e-4),
-                    ("con", 1e-4), ("actor", 3e-5), ("critic", 3e-5))},
     "ac_grads": ("none", _NOT_CONFIGURABLE),
-    "reset_context": (0.0, "replay context is never reset"),
     "replay_critic_grad": (True, _NOT_CONFIGURABLE),
     "replay_critic_bootstrap": ("imag", _NOT_CONFIGURABLE),
     "reward_grad": (True, _NOT_CONFIGURABLE),
@@ -243,7 +239,6 @@ FIXED: dict[str, tuple[Any, str]] = {
     "wrapper.reset": (True, "envs always reset after their last row"),
     "wrapper.discretize": (0, "action discretisation is not implemented"),
     "wrapper.checks": (True, "rows are always checked"),
-    "run.expl_until": (0, "no exploration phase is implemented"),
     "report_openl_context": (8, "the open-loop report observes 8 rows (viz/report.py)"),
     "jax.param_dtype": ("float32", "parameters are float32"),
 }
@@ -1034,6 +1029,10 @@ def validate(config: Config, *, seeds: Sequence[int] | None = None) -> None:
     _check_model_and_batch(flat, config)
     _check_env_sections(flat)
     _check_choices(flat)
+    try:  # the training options' values per version (opt, valnorm, advnorm, ...)
+        check_agent_options(config.agent)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     _check_one_version(flat)
     _check_train_devices(flat, config)
     if seeds is not None:

@@ -36,7 +36,8 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
     **{f"agent.loss_scales.{h}": (f"loss_scales.{o}",) for h, o in (
         ("rew", "reward"), ("con", "cont"), ("dyn", "dyn"), ("rep", "rep"),
         ("policy", "actor"), ("value", "critic"), ("repval", "replay_critic"))},
-    **_same("agent.opt", "opt", ("lr", "eps", "warmup", "agc", "beta1", "beta2")),  # :87
+    **_same("agent.opt", "opt", ("lr", "eps", "warmup", "agc", "beta1", "beta2", "wd",
+                                 "schedule", "anneal")),  # :87
     **_same("agent.dyn.rssm", "dyn.rssm", (  # :91
         "deter", "hidden", "stoch", "classes", "unimix", "outscale", "imglayers",
         "obslayers", "dynlayers", "absolute", "blocks")),
@@ -61,6 +62,8 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
     "agent.slowvalue.rate": ("slow_critic_fraction",),  # :110
     "agent.slowvalue.every": ("slow_critic_update",),
     **_same("agent.retnorm", "retnorm", ("rate", "limit", "perclo", "perchi")),  # :111
+    **_same("agent.valnorm", "valnorm", ("impl", "rate", "limit")),  # :112
+    **_same("agent.advnorm", "advnorm", ("impl", "rate", "limit")),  # :113
     "agent.repval_loss": ("replay_critic_loss",),  # :115
 }
 
@@ -93,8 +96,6 @@ HEAD_FIXED: dict[str, tuple[Any, str]] = {
                                   "(heads.py:101-110 @e3f0224)"),
     "agent.retnorm.impl": ("perc", _ONE),
     "agent.retnorm.debias": (False, _ONE),
-    **{f"agent.{n}.impl": ("none", f"{n} is off in HEAD's defaults") for n in ("valnorm",
-                                                                            "advnorm")},
     "agent.ac_grads": (False, _ONE),
     "agent.reward_grad": (True, _ONE),
     "agent.repval_grad": (True, _ONE),
@@ -103,9 +104,6 @@ HEAD_FIXED: dict[str, tuple[Any, str]] = {
     "agent.repl_loss.slowtar": (False, _ONE),
     "agent.repl_loss.slowreg": (1.0, "one slowreg for both losses (agent.imag_loss.slowreg)"),
     "agent.opt.momentum": (True, _ONE),
-    "agent.opt.wd": (0.0, "weight decay is not implemented"),
-    "agent.opt.schedule": ("const", "learning-rate schedules are not implemented"),
-    "agent.opt.anneal": (0, "learning-rate annealing is not implemented"),
     "consec_train": (1, _ONE),
     "replay.online": (True, "the replay always serves its online queue first"),
     "replay.fracs.uniform": (1.0, "only uniform replay is implemented"),

@@ -32,6 +32,8 @@ except ModuleNotFoundError as exc:
         raise
 
 
+from dreamerjax.tools.parity import option_checks  # noqa: E402,F401  (training options)
+
 FIXTURES = "tests/data/reference"  # in a source checkout
 
 

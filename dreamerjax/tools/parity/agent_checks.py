@@ -39,7 +39,13 @@ from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config import keys
-from dreamerjax.config.defaults import REF_29EB964, AgentConfig, Reference
+from dreamerjax.config.defaults import (
+    NORM_IMPLS,
+    REF_29EB964,
+    SCHEDULES,
+    AgentConfig,
+    Reference,
+)
 from dreamerjax.run import records
 from dreamerjax.tools.parity import fixtures as fixtures_lib
 from dreamerjax.tools.parity.fixtures import Row
@@ -122,12 +128,13 @@ _FIXED = (
     ("actor_dist_disc", ("onehot",)), ("actor_dist_cont", ("normal",)),
     ("rewhead.dist", ("symexp_twohot",)), ("critic.dist", ("symexp_twohot",)),
     ("conhead.dist", ("binary",)), ("retnorm.impl", ("perc",)),
-    ("valnorm.impl", (False, "off")), ("advnorm.impl", (False, "off")),
+    ("valnorm.impl", (False, *NORM_IMPLS[REF_29EB964])),
+    ("advnorm.impl", (False, *NORM_IMPLS[REF_29EB964])),
     ("ac_grads", ("none", False)), ("imag_start", ("all",)), ("imag_repeat", (1,)),
     ("slowtar", (False,)), ("reward_grad", (True,)), ("replay_critic_grad", (True,)),
     ("replay_critic_bootstrap", ("imag",)), ("replay_context", (1,)),
     ("reset_context", (0, 0.0)), ("opt.scaler", ("rms",)), ("opt.momentum", (True,)),
-    ("opt.globclip", (0, 0.0)), ("opt.wd", (0, 0.0)), ("opt.schedule", ("constant",)),
+    ("opt.schedule", SCHEDULES[REF_29EB964]),
     ("jax.compute_dtype", ("float32",)), ("jax.param_dtype", ("float32",)),
 )
 
@@ -514,6 +521,10 @@ def load_state(flat: dict, cfg: AgentConfig, prefix: str = PREFIX):
                              high=jnp.asarray(tree["retnorm"]["high"]["value"], jnp.float32)),
         step=jnp.asarray(tree["opt"]["step"]["value"], jnp.int32),
         updates=jnp.asarray(tree["updater"]["updates"]["value"], jnp.int32),
+        # valnorm / advnorm (when on): their variables, zeros at the start.
+        norms={n: {k: jnp.asarray(tree.get(n, {}).get(k, {}).get("value", v), jnp.float32)
+                   for k, v in state.items()}
+               for n, state in agent_lib.norms_init(cfg).items()},
     )
 
 
@@ -790,7 +801,7 @@ def _update_arrays(state, outs, mets) -> dict:
                 mom_mu=flatten(mu), rms_count=rms_count, mom_count=mom_count,
                 step=state.step, updates=state.updates, low=state.retnorm.low,
                 high=state.retnorm.high, replay=outs["replay"], carry=outs["carry"],
-                metrics=mets)
+                metrics=mets, norms=state.norms)
 
 
 def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
@@ -868,6 +879,9 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> 
         return compare(fx, f"{pre}{label}", value, flat[f"{pre}{ref_name}"], widen(tol, sp))
 
     rows += [c(*row) for row in _STATE_ARRAYS]
+    for norm, entries in ours["norms"].items():  # valnorm / advnorm, when on
+        rows += [c(f"{norm}/{k}", ("norms", norm, k), f"state/agent/{norm}/{k}/value", DEEP)
+                 for k in entries]
     ref_mets = {k[len(pre) + 4:]: flat[k] for k in flat if k.startswith(pre + "met/")}
     rows += _metric_rows(fx, ours["metrics"], spread["metrics"], ref_mets)
     return rows
