@@ -84,7 +84,7 @@ def test_replacing_only_the_reference_is_refused_before_compiling():
     """A 29eb964 config with agent.reference replaced would run HEAD's code on 29eb964's
     CNN stages and policy unimix: refused by the one check every entry calls, in one line
     naming the key and both versions."""
-    from dreamerjax.run.setup import make_setup
+    from dreamerjax.run.plan import make_plan
 
     mixed = _with_agent(C.make_config("CartPole-v1"), reference=HEAD_REF)
     with pytest.raises(C.ConfigError) as e:
@@ -93,7 +93,7 @@ def test_replacing_only_the_reference_is_refused_before_compiling():
     assert "\n" not in text and text.startswith("enc.simple.outer: True")
     assert "29eb964" in text and HEAD_REF in text
     with pytest.raises(C.ConfigError, match="enc.simple.outer"):
-        make_setup(mixed)
+        make_plan(mixed, (0,))
 
 
 @pytest.mark.parametrize("key", sorted(versions.E3F0224_FIXED_FIELDS))

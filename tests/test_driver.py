@@ -18,7 +18,9 @@ from _runs import STEPS, small_config
 
 from dreamerjax.config.keys import ConfigError, make_config
 from dreamerjax.run import checkpoint, driver, records
+from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup
+from dreamerjax.run.trainers import make_trainer
 
 _cfg = small_config
 EVERY = 80  # rows between log points (tests/_runs.py)
@@ -245,15 +247,16 @@ def test_bad_config_is_refused_before_compiling(tmp_path):
     with pytest.raises(ConfigError, match=r"run.eval_every_rows: 800 must divide run.steps"):
         make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800)
     # A Config built in Python (not resolved) meets the same one check (configs.validate)
-    # in make_setup and in train, seeds included, before anything is built or written.
+    # in the run's plan (make_plan, which train makes), seeds included, before anything
+    # is built or written.
     out = tmp_path / "run"
     bad = dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run, steps=2040))
-    for call in (lambda: make_setup(bad), lambda: _train(bad, out)):
+    for call in (lambda: make_plan(bad, (0,)), lambda: _train(bad, out)):
         with pytest.raises(ConfigError, match=r"run.eval_every_rows: 80 must divide run.steps"):
             call()
     with pytest.raises(ConfigError, match=r"run.num_envs: expects int, got 8.0"):
-        make_setup(dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run,
-                                                                       num_envs=8.0)))
+        make_plan(dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run,
+                                                                      num_envs=8.0)), (0,))
     with pytest.raises(ConfigError, match=r"seeds: must be unique; repeated: \[0\]"):
         _train(_cfg(), out, seeds=(0, 1, 0))
     assert not out.exists()
@@ -263,7 +266,7 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
     """A state restored from a checkpoint is placed as a fresh one is, so a resume runs the
     program the run compiled (loaded from the compilation cache) instead of compiling a
     second one annotated with the restored arrays' placement."""
-    trainer = driver.make_trainer(make_setup(_cfg()), (0, 1))
+    trainer = make_trainer(make_plan(_cfg(), (0, 1)))
     fresh = trainer.init()
     index, _ = checkpoint.latest_verified(whole)
     restored = checkpoint.restore(whole, index, trainer.abstract_state())

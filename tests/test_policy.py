@@ -14,7 +14,9 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.config import keys as configs
 from dreamerjax.run import loop
 from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.plan import plan_of_setup
 from dreamerjax.run.policy import FORMAT, PolicyError, export, load_policy
+from dreamerjax.run.trainers import make_trainer
 
 SEEDS = (0, 3)
 
@@ -94,9 +96,7 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
 
 
 def _abstract_state(setup):
-    from dreamerjax.run import driver
-
-    trainer = driver.make_trainer(setup, SEEDS)
+    trainer = make_trainer(plan_of_setup(setup, SEEDS))
     return trainer.abstract_state()
 
 

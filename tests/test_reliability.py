@@ -289,12 +289,12 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
 def test_final_state_is_bitwise_equal(story):
     import jax
 
-    from dreamerjax.run import driver
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
 
     config, seeds = records.read_run_config(story["whole"])
     assert checkpoint.latest(story["whole"])[0] == checkpoint.latest(story["run"])[0] == 2
-    target = driver.make_trainer(setup_lib.make_setup(config), seeds).abstract_state()
+    target = make_trainer(make_plan(config, seeds)).abstract_state()
     a = checkpoint.restore(story["whole"], 2, target)
     b = checkpoint.restore(story["run"], 2, target)
 

@@ -815,9 +815,11 @@ def rewrite_key_flags(argv: Sequence[str], own: Iterable[str]) -> list[str]:
 
 def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             config_file: str | Path | None = None,
-            run_fields: Mapping[str, Any] | None = None,
+            run_fields: Mapping[str, Any] | None = None, check: bool = True,
             **cli_fields: Any) -> tuple[Config, Provenance]:
-    """The run's Config from the layers (module docstring), validated.
+    """The run's Config from the layers (module docstring), validated unless check=False
+    (the command line's train leaves it to the run's plan, run/plan.make_plan, which
+    validates it with the seeds).
 
     cli_fields are the CLI's explicit flags by field name (FLAG_KEYS, plus `size` and
     `tiny`, which append the named configs size<S> / tiny); None means not given.
@@ -871,7 +873,8 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     config = from_dotted(flat)
     if run_fields:
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, **run_fields))
-    validate(config)
+    if check:
+        validate(config)
     return config, Provenance(tuple(layers), origin)
 
 

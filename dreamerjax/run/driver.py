@@ -29,16 +29,17 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config import keys as configs
-from dreamerjax.config.defaults import Config, from_dict
+from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, memory, outputs, records
+from dreamerjax.run import host_time, outputs, records
 from dreamerjax.run import lock as runlock
+from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.loop import SeedState
-from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, check_devices, make_trainer, to_host
+from dreamerjax.run.plan import Plan
+from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, make_trainer, to_host
 
 # ----------------------------------------------------------------------------- compiled
 
@@ -326,14 +327,17 @@ def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
     """The state of a checkpoint, in the current run's shapes (the replay grows when the
     run's --steps grew and its capacity is derived from them)."""
     index, meta = found
-    saved = from_dict(meta["config"])
-    old_setup = setup_lib.make_setup(saved)
+    # The saved run differs from this one at most in what may change on resume; of that
+    # only the replay's capacity changes a shape (it follows run.steps).
+    capacity = replay_rows_per_env(from_dict(meta["config"]).run)
     trainer = run.trainer
     target_trainer = trainer
-    if old_setup.capacity != trainer.setup.capacity:
-        target_trainer = dataclasses.replace(trainer, setup=old_setup)
+    if capacity != trainer.setup.capacity:
+        saved = dataclasses.replace(trainer.setup, capacity=capacity)
+        target_trainer = dataclasses.replace(
+            trainer, plan=dataclasses.replace(trainer.plan, setup=saved))
     states = ckpt.restore(run.out, index, target_trainer.abstract_state())
-    if old_setup.capacity != trainer.setup.capacity:
+    if capacity != trainer.setup.capacity:
         from dreamerjax.data.replay import replay_grow
         states = states.replace(replay=replay_grow(states.replay, trainer.setup.capacity))
     for cb in run.callbacks:
@@ -491,7 +495,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
           malloc_trim: bool = False, stop: StopRequest | None = None,
-          target_return: float | None = None) -> TrainResult:
+          target_return: float | None = None, plan: Plan | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
@@ -511,12 +515,17 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
     hands glibc's freed heap back after compiles and before each chunk. Neither changes a
     number of the run.
+
+    plan: the run's plan (run/plan.make_plan of config, seeds and devices), when the
+    caller made it already (the command line's preflight does); None makes it here. The
+    plan is where the config is validated, once.
     """
     seeds = tuple(int(s) for s in seeds)
-    configs.validate(config, seeds=seeds)  # the CLI's check of the values, for any caller
-    setup = setup_lib.make_setup(config)
-    check_devices(setup, len(seeds), devices)  # before a precompile child or a logger starts
-    memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
+    if plan is None:  # before a precompile child or a logger starts, nothing allocated
+        plan = plan_lib.make_plan(config, seeds, devices)
+    elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
+        raise ValueError("plan: made for another config, seeds or devices than train's")
+    setup = plan.setup
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     # Started, they run until closed: any failure from here on (the precompile child, the
@@ -524,9 +533,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     with outputs.closed_on_error(loggers):
         enable_compile_cache(compile_cache)
         if precompile and compile_cache:  # XLA's compile peak paid in a child process
-            precompile_lib.precompile(setup, seeds, devices,
-                                      report=report and config.run.report_every > 0)
-        run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
+            precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
+        run = Run(config, seeds, out, make_trainer(plan),
                   (*callbacks, *loggers), primary=jax.process_index() == 0)
         # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
         os.makedirs(os.path.realpath(out), exist_ok=True)
@@ -712,7 +720,7 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
-    trainer = make_trainer(setup_lib.make_setup(config), seeds)
+    trainer = make_trainer(plan_lib.make_plan(config, seeds))
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
@@ -734,7 +742,7 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
     from dreamerjax.viz import video as video_lib
 
     config, seeds = records.read_run_config(run_dir)
-    trainer = make_trainer(setup_lib.make_setup(config), seeds)
+    trainer = make_trainer(plan_lib.make_plan(config, seeds))
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")

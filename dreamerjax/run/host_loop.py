@@ -64,11 +64,7 @@ def make_host_setup(config: Config) -> Setup:
         raise ValueError(f"--env {run.env} has no episode limit of its own: set "
                          "run.episode_limit (evaluation plays each episode to its end)")
     capacity = train_lib.check_run(config, spaces)
-    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
-
-
-def is_host_setup(setup: Setup) -> bool:
-    return isinstance(setup.spec, host_lib.HostSpec)
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs, host=True)
 
 
 def episode_limit(setup: Setup) -> int:

@@ -64,6 +64,7 @@ class Setup:
     spaces: agent_lib.Spaces
     capacity: int  # replay rows per env
     ticks_per_log: int
+    host: bool = False  # the envs step on the host (host_loop.py), not in the program
 
     @property
     def run(self) -> RunConfig:

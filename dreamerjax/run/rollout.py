@@ -25,7 +25,7 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
 
     Returns host arrays over steps [L + 1]: obs (the agent's dict), reward, done (the step
     ended the episode or came after its end), env_state (the collector's env states)."""
-    if host_loop.is_host_setup(setup):
+    if setup.host:
         return host_rollout(setup, params, key, mode)
     cfg = setup.config.agent
 

@@ -636,12 +636,12 @@ class _Run:
     def __init__(self, env_id: str, opts: Options, chunks: int):
         import jax
 
-        from dreamerjax.run import driver, host_loop
-        from dreamerjax.run import setup as setup_lib
+        from dreamerjax.run import plan as plan_lib
+        from dreamerjax.run import trainers
         self.env_id = env_id
-        self.setup = setup_lib.make_setup(env_config(env_id, opts, chunks))
-        self.host = host_loop.is_host_setup(self.setup)
-        self.trainer = driver.make_trainer(self.setup, (0,))
+        plan = plan_lib.make_plan(env_config(env_id, opts, chunks), (0,))
+        self.setup, self.host = plan.setup, plan.host
+        self.trainer = trainers.make_trainer(plan)
         if self.host:
             self.trainer.profile = {}
         t = time.perf_counter()

@@ -179,10 +179,8 @@ class TrainArgs:
                                 f"config applies); start a new run from it with --config "
                                 f"{Path(self.resume) / 'config.json'} --out NEW_DIR")
         if self.resume is None:
-            # A fresh run: every check of the resolved config and its seeds
-            # (configs.validate). On resume the run's config is checked once the flags
-            # that may change it have been applied (resume_config).
-            check_config(resolve_args(self)[0], self.seeds or (0,), self)
+            # The config's values and the seeds are checked once, by the run's plan
+            # (preflight), after the flags that may change a resumed run are applied.
             if not given:  # without configs, these are the values the defaults give
                 return dataclasses.replace(self, env=self.env or DEFAULT_ENV,
                                            size=self.size or DEFAULT_SIZE,
@@ -216,7 +214,7 @@ def _check_train_dirs(args: TrainArgs) -> None:
 
 def _check_train_values(args: TrainArgs) -> None:
     """What is not a config value: flag combinations, the processes and devices of the run
-    (the config's values and the seeds are configs.validate's, via check_config)."""
+    (the config's values and the seeds are checked once, by the run's plan: preflight)."""
     _check_limits(args)
     _check_cnn(args.cnn_mults, args.cnn_minres, args.resume is not None)
     _check_distributed(args)
@@ -571,17 +569,6 @@ Command = (
 # Checks
 
 
-def check_config(config, seeds, args) -> None:
-    """configs.validate (the one check of a run's values and seeds, as dreamerjax.train and
-    make_setup call it), its error as an ArgumentError that names the flag given."""
-    from dreamerjax.config import keys as configs
-
-    try:
-        configs.validate(config, seeds=seeds)
-    except configs.ConfigError as e:
-        raise ArgumentError(_flag_first(str(e), args)) from e
-
-
 def _flag_first(message: str, args) -> str:
     """A config check's one line on a key that a flag given on the command line set,
     with that flag first (the key stays named): '--steps: run.steps: must be positive'."""
@@ -758,9 +745,10 @@ def _resume_may_set() -> tuple[str, ...]:
     return tuple(k for k in configs.resumable_keys() if k not in flagged)
 
 
-def resolve_args(args: TrainArgs | InfoArgs):
+def resolve_args(args: TrainArgs | InfoArgs, check: bool = True):
     """(Config, provenance) of a new run: defaults < --config < --configs < --set < flags
-    (configs.resolve); ArgumentError naming the key or flag."""
+    (configs.resolve), validated unless check=False (a run's plan validates it);
+    ArgumentError naming the key or flag."""
     from dreamerjax.config import keys as configs
 
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
@@ -768,7 +756,7 @@ def resolve_args(args: TrainArgs | InfoArgs):
     flags["driver_parallel"] = True if flags["driver_parallel"] else None
     try:
         return configs.resolve(args.configs, args.set, args.config, size=args.size,
-                               tiny=args.tiny, **flags)
+                               tiny=args.tiny, check=check, **flags)
     except configs.ConfigError as e:
         raise ArgumentError(_flag_first(str(e), args)) from e
 
@@ -843,26 +831,34 @@ def resume_config(args: TrainArgs):
     why = steps_may_grow(config.run.steps, resumed.run.steps)
     if why:
         raise ArgumentError(f"run.steps {resumed.run.steps}: {why}")
-    check_config(resumed, seeds, args)
     return resumed, tuple(seeds)
+
+
+def plan_of_args(args: TrainArgs):
+    """The run's plan (run/plan.Plan) of `dreamerjax train`'s arguments: a new run's config
+    from its flags, or a resumed run's with the flags that may change it; checked once
+    (preflight)."""
+    if args.resume is not None:
+        config, seeds = resume_config(args)
+    else:
+        config, seeds = resolve_args(args, check=False)[0], args.seeds
+    return preflight(config, seeds, args)
 
 
 def train_command(args: TrainArgs) -> int:
     import json
 
-    if args.resume is not None:
-        (config, seeds), out, resume = resume_config(args), str(args.resume), True
-    else:
-        config, seeds, out, resume = config_from_args(args), args.seeds, str(args.out), False
-    preflight(config, seeds, args.devices)
+    plan = plan_of_args(args)
+    out, resume = str(args.run_dir), args.resume is not None
+    seeds = plan.seeds
     from dreamerjax.run import driver
 
     stop = driver.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
-        recs = driver.train(config, seeds, out, resume=resume, devices=args.devices,
+        recs = driver.train(plan.config, seeds, out, resume=resume, devices=args.devices,
                             compile_cache=not args.no_compile_cache,
-                            stop=stop, target_return=args.target_return,
+                            stop=stop, target_return=args.target_return, plan=plan,
                             **process_options(args)).records
     finally:
         _restore_signals(signals)
@@ -896,12 +892,15 @@ def process_options(args) -> dict[str, bool]:
     return {name: opted_in(args, name) for name in ("precompile", "malloc_trim")}
 
 
-def preflight(config, seeds, devices: int) -> None:
-    """What can be refused before the driver is imported and anything compiles: the env
-    id, the setup's checks (setup_lib.make_setup) and the replay's memory (memory.py)."""
+def preflight(config, seeds, args):
+    """What can be refused before the driver is imported and anything compiles: the
+    logger outputs' packages, the env id, then the run's plan (run/plan.make_plan: the
+    config's one check, the setup's, the devices' and the replay's memory). Returns the
+    plan; a config's error names the flag given (ArgumentError)."""
     from dreamerjax import envs
-    from dreamerjax.run import memory, outputs
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.config import keys as configs
+    from dreamerjax.run import outputs
+    from dreamerjax.run import plan as plan_lib
 
     try:
         outputs.check_installed(config)  # logger.outputs: the W&B / MLflow extra
@@ -910,12 +909,15 @@ def preflight(config, seeds, devices: int) -> None:
     try:
         if envs.parse_env_id(config.run.env)[0].compiled:
             envs.make_env(config.run.env)
-        else:  # host envs (gym_, atari_, ...): make_setup builds one below
+        else:  # host envs (gym_, atari_, ...): the plan's setup builds one
             from dreamerjax.envs.host import base as host
             host.require_extra(config.run.env)
     except ValueError as e:
         raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
-    memory.check_replay(setup_lib.make_setup(config), len(seeds), devices)
+    try:
+        return plan_lib.make_plan(config, seeds, args.devices)
+    except configs.ConfigError as e:
+        raise ArgumentError(_flag_first(str(e), args)) from e
 
 
 def _stop_on_signals(request_stop) -> dict:
