@@ -215,5 +215,5 @@ def test_report_every_flag(tmp_path):
     bad = cli.parse(["train", "--tiny", "--report-every", "-1", "--out", str(tmp_path / "b")])
     with pytest.raises(cli.ArgumentError,
                        match="--report-every: run.report_every_logs: must be >= 0"):
-        bad.validate()
+        cli.plan_of_args(bad.validate())  # the run's plan checks the config, once
     assert "report_every" in cli._resume_may_change()  # pictures only: a resume may change it
