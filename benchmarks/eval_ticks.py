@@ -24,7 +24,7 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config.keys import make_config
+from dreamerjax.config.resolve import make_config
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import setup as setup_lib
 

@@ -42,7 +42,7 @@ def worker(size: str, n: int, mesh: str, num_envs: int, capacity: int) -> dict:
     import jax
     import numpy as np
 
-    from dreamerjax.config.keys import make_config
+    from dreamerjax.config.resolve import make_config
     from dreamerjax.run.plan import make_plan
     from dreamerjax.run.trainers import make_trainer
 

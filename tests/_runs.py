@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from dreamerjax.config import keys
+from dreamerjax.config import resolve as config_resolve
+from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import HEAD_REF, with_cnn
-from dreamerjax.config.keys import make_config
+from dreamerjax.config.resolve import make_config
 
 SMALL_RUN = dict(num_envs=8, eval_every=80, eval_episodes=2, batch_size=4, batch_length=16,
                  train_ratio=32, replay_capacity=64)
@@ -51,7 +52,7 @@ def at_head(cfg, cnn_mults: tuple[int, ...] | None = None):
     suite settings as `--reference e3f0224 --tiny` resolves them (cnn_mults: HEAD's CNN
     stages for small images), cfg's run fields unchanged."""
     assert cfg.size == "tiny", cfg.size
-    head, _ = keys.resolve(reference=HEAD_REF, tiny=True)
+    head, _ = config_resolve.resolve(reference=HEAD_REF, tiny=True)
     out = dataclasses.replace(head, agent=with_cnn(head.agent, cnn_mults, None), run=cfg.run)
-    keys.validate(out)
+    config_validate.validate(out)
     return out

@@ -135,7 +135,8 @@ def test_make_config_resolves_as_dreamerjax_info(capsys):
 
 
 def test_make_config_layers_errors_and_versions():
-    from dreamerjax.config.keys import ConfigError, resolve
+    from dreamerjax.config.keys import ConfigError
+    from dreamerjax.config.resolve import resolve
 
     make = dreamerjax.make_config
     # a --set after --configs, a flag after --set, --size after --configs

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
 from dreamerjax.tools import cli
 
 
@@ -122,7 +122,7 @@ def test_resume_applies_the_keys_that_may_change(tmp_path):
     (run / "config.json").write_text(json.dumps(Config(size="1m").to_dict() | {"seeds": [0]}))
     for argv in (["--logger.outputs", "jsonl", "mlflow"],
                  ["--set", "logger.outputs=jsonl,mlflow"]):
-        argv = C.rewrite_key_flags(argv, ["set"])  # as cli.main reads the reference's form
+        argv = R.rewrite_key_flags(argv, ["set"])  # as cli.main reads the reference's form
         args = cli.parse(["train", "--resume", str(run), "--checkpoint-every", "0",
                           "--steps", "20000", *argv]).validate()
         config, seeds = cli.resume_config(args)
@@ -135,5 +135,5 @@ def test_cli_and_resolve_agree():
     args = cli.parse(["train", "--configs", "debug", "--set", "opt.lr=1e-3", "--steps",
                       "4000", "--eval-every", "400", "--out", "/nonexistent/x"])
     config = cli.config_from_args(args)
-    want, _ = C.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
+    want, _ = R.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
     assert config == want

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from _runs import STEPS, small_config
 
-from dreamerjax.config.keys import ConfigError, make_config
+from dreamerjax.config.keys import ConfigError
+from dreamerjax.config.resolve import make_config
 from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup

@@ -11,6 +11,7 @@ from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.config.defaults import HEAD_REF, Reference, head_defaults, tiny_agent_config
+from dreamerjax.data import schema
 
 IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
@@ -43,7 +44,7 @@ def test_head_update_runs_finite(dtype):
     # One compiled init (eagerly, each of its ops compiles on its own: slower).
     state0 = jax.jit(lambda k: A.init(k, cfg, IMG))(jax.random.PRNGKey(0))
     state = state0
-    specs = A.batch_specs(cfg, IMG, 2, 5)
+    specs = schema.batch_spec(IMG, cfg.rssm.deter, cfg.rssm.stoch, 2, 5)
     rng = np.random.default_rng(0)
     batch = jax.tree.map(lambda s: jnp.asarray(rng.integers(0, 2, s.shape).astype(s.dtype)),
                          specs)

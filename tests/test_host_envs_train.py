@@ -9,7 +9,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from _runs import at_head, small_config  # noqa: E402
 
 from dreamerjax.config.defaults import HEAD_REF, REF_29EB964  # noqa: E402
-from dreamerjax.config.keys import make_config  # noqa: E402
+from dreamerjax.config.resolve import make_config  # noqa: E402
 from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
 from dreamerjax.run import checkpoint as ckpt  # noqa: E402

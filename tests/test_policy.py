@@ -11,7 +11,7 @@ import pytest
 from _runs import small_config
 
 from dreamerjax import envs as envs_lib
-from dreamerjax.config import keys as configs
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.run import loop
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import plan_of_setup
@@ -108,7 +108,7 @@ def test_export_holds_params_and_config_only(run_dir, tmp_path):
     assert all(n.startswith("params/") for n in names if n != "__meta__")
     assert not any("opt" in n or "replay" in n or "slow" in n for n in names)
     assert meta["format"] == FORMAT and meta["seed"] == 0
-    assert configs.from_mapping(meta["config"]) == load_policy(run_dir).config
+    assert config_resolve.from_mapping(meta["config"]) == load_policy(run_dir).config
     ckpt_bytes = sum(f.stat().st_size for f in (run_dir / "checkpoints").rglob("*")
                      if f.is_file())
     assert path.stat().st_size < ckpt_bytes / 2  # one seed, no replay, no optimiser

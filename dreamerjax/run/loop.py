@@ -92,9 +92,9 @@ def make_compiled_setup(config: Config) -> Setup:
 def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
     """The checks of a run against its env's spaces, before compiling (compiled and host
     suites alike): the CNN geometry of each encoded image key. The config's own values
-    (the log points, the replay against one sequence) are config/keys.validate's, which
-    setup.make_setup runs first. Returns the replay capacity: rows per env, replay.size
-    over the envs but no more than the run fills (config.replay_rows_per_env; growing
+    (the log points, the replay against one sequence) are config/validate.validate's, which
+    the run's plan (plan.make_plan) runs first. Returns the replay capacity: rows per env,
+    replay.size over the envs but no more than the run fills (config.replay_rows_per_env; growing
     --steps on resume grows the ring), or an explicit run.replay_capacity."""
     from dreamerjax.algo import nets
 

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import fsdp as fsdp_lib
-from dreamerjax.config import keys as config_validate
+from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import Config, data_devices, fsdp_devices
 from dreamerjax.run import loop, memory
 from dreamerjax.run import setup as setup_lib

@@ -31,7 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dreamerjax.config import dotted as config_dotted
 from dreamerjax.config import keys as configs
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import Config
 
 FORMAT = "dreamerjax-policy/1"
@@ -117,7 +119,7 @@ class Policy:
         meta = {
             "format": FORMAT,
             "config": {k: list(v) if isinstance(v, tuple) else v
-                       for k, v in configs.to_dotted(self.config).items()},
+                       for k, v in config_dotted.to_dotted(self.config).items()},
             "spaces": _spaces_to_json(self.spaces),
             "seed": self.seed,
             "source": self.source,
@@ -165,7 +167,7 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     cfg_path = run_dir / "config.json"
     if not cfg_path.is_file():
         raise PolicyError(f"{run_dir}: no config.json (not a dreamerjax run directory)")
-    config = configs.from_mapping(configs.load_file(cfg_path), str(cfg_path))
+    config = config_resolve.from_mapping(config_dotted.load_file(cfg_path), str(cfg_path))
     seeds = [int(s) for s in json.loads(cfg_path.read_text()).get("seeds", [])]
     if seed not in seeds:
         raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
@@ -262,7 +264,7 @@ def _from_file(path: Path) -> Policy:
         if field not in meta:
             raise PolicyError(f"{path}: __meta__ lacks {field!r}")
     try:
-        config = configs.from_mapping(meta["config"], f"{path} config")
+        config = config_resolve.from_mapping(meta["config"], f"{path} config")
     except configs.ConfigError as e:
         raise PolicyError(f"{path}: {e}") from None
     spaces = _spaces_from_json(meta["spaces"], path)

@@ -96,13 +96,13 @@ class Options:
 
 def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
     """The benched configuration: CartPole at `size` (or tiny), `--set` items applied."""
-    from dreamerjax.config import keys as configs
-    from dreamerjax.config.keys import make_config
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.resolve import make_config
     from dreamerjax.run import loop as loop
     from dreamerjax.run import setup as setup_lib
     config = make_config(ENV, size=size, tiny=tiny)
     if sets:
-        config = configs.with_sets(config, sets)
+        config = config_resolve.with_sets(config, sets)
     return setup_lib.make_setup(config)
 
 
@@ -610,13 +610,13 @@ def env_config(env_id: str, opts: Options, chunks: int):
     """The protocol's run (1m or tiny, 16 envs, train ratio 512, batch 16 x 64) over
     `chunks` log intervals of `opts.stretch` ticks, one evaluation episode (never run),
     with --set items applied (e.g. a CNN that fits MinAtar's 10 x 10 frames)."""
-    from dreamerjax.config import keys as configs
-    from dreamerjax.config.keys import make_config
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.resolve import make_config
     n = opts.num_envs
     config = make_config(env_id, size=opts.size, tiny=opts.tiny, num_envs=n,
                          steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
                          eval_episodes=1)
-    return configs.with_sets(config, opts.set) if opts.set else config
+    return config_resolve.with_sets(config, opts.set) if opts.set else config
 
 
 def gate_chunks(opts: Options) -> int:

@@ -281,7 +281,7 @@ class InfoArgs:
     (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
-        resolve_args(self)  # configs.validate, naming the flag or key
+        resolve_args(self)  # config_validate.validate, naming the flag or key
         return self
 
 
@@ -490,9 +490,10 @@ def _check_bench_sets(sets: tuple[str, ...]) -> None:
     """The --set items on the default config, checked before JAX starts (one line naming
     the key)."""
     from dreamerjax.config import keys as configs
+    from dreamerjax.config import resolve as config_resolve
     from dreamerjax.config.defaults import Config
     try:
-        configs.with_sets(Config(), sets)
+        config_resolve.with_sets(Config(), sets)
     except configs.ConfigError as e:
         raise ArgumentError(str(e)) from e
 
@@ -603,7 +604,7 @@ def _check_cnn(mults, minres, resume: bool) -> None:
                             "change on --resume (the checkpoint's apply)")
 
 
-# Upper bounds of the flags that are not config values (those are configs.validate's).
+# Upper bounds of the flags that are not config values (those are config_validate.validate's).
 LIMITS = {"devices": 2**16, "num_processes": 2**16, "process_id": 2**16 - 1}
 
 
@@ -721,41 +722,18 @@ def _code(result: Any) -> int:
     return result if isinstance(result, int) else 0
 
 
-# Resume: flags that may differ from the checkpoint's config, and how each is compared.
-# RESUMABLE_FLAGS is the list the docs quote (docs/getting-started.md, "Resume"): the
-# flags of _resume_may_change() and, as --KEY (the same as --set KEY=...), the resumable
-# keys no flag sets; tests/test_docs_reference.py checks it against both and the docs.
-RESUMABLE_FLAGS = ("--steps", "--checkpoint-every", "--report-every", "--driver-parallel",
-                   "--logger.outputs")
-
-
-def _resume_may_change() -> tuple[str, ...]:
-    """The flags whose config field may change on --resume (configs.RESUMABLE_FIELDS)."""
-    from dreamerjax.config import keys as configs
-
-    return tuple(flag for flag, key in configs.FLAG_KEYS.items()
-                 if configs.KEYS.get(key) in configs.RESUMABLE_FIELDS)
-
-
-def _resume_may_set() -> tuple[str, ...]:
-    """The keys --set may change on --resume that no flag of their own sets."""
-    from dreamerjax.config import keys as configs
-
-    flagged = set(configs.FLAG_KEYS.values())
-    return tuple(k for k in configs.resumable_keys() if k not in flagged)
-
-
 def resolve_args(args: TrainArgs | InfoArgs, check: bool = True):
     """(Config, provenance) of a new run: defaults < --config < --configs < --set < flags
-    (configs.resolve), validated unless check=False (a run's plan validates it);
+    (config_resolve.resolve), validated unless check=False (a run's plan validates it);
     ArgumentError naming the key or flag."""
     from dreamerjax.config import keys as configs
+    from dreamerjax.config import resolve as config_resolve
 
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
     # A switch is on, or not given.
     flags["driver_parallel"] = True if flags["driver_parallel"] else None
     try:
-        return configs.resolve(args.configs, args.set, args.config, size=args.size,
+        return config_resolve.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, check=check, **flags)
     except configs.ConfigError as e:
         raise ArgumentError(_flag_first(str(e), args)) from e
@@ -779,59 +757,26 @@ def _given(value: Any) -> bool:
     return value is not None and value is not False
 
 
-def _saved_flags(config, seeds) -> dict[str, Any]:
-    """A run's value of every run-defining flag, from its config."""
-    import functools
-
-    from dreamerjax.config import keys as configs
-
-    saved = {"size": config.size, "seeds": tuple(seeds), "tiny": config.size == "tiny",
-             "cnn_mults": tuple(config.agent.enc.mults), "cnn_minres": config.agent.enc.minres}
-    for flag, key in configs.FLAG_KEYS.items():
-        if key in configs.KEYS:  # a plain key (the CNN flags set a regex of keys)
-            saved[flag] = functools.reduce(getattr, configs.KEYS[key].split("."), config)
-    return saved
-
-
 def resume_config(args: TrainArgs):
-    """(config, seeds) of `--resume RUN`: the run's config.json with the flags and --set
-    keys that may change applied, validated; ArgumentError naming the first flag or key
-    that conflicts with it."""
-    from dreamerjax.config import keys as configs
-    from dreamerjax.config.keys import steps_may_grow
+    """(config, seeds) of `--resume RUN`: the run's config.json merged with the flags and
+    --set keys that may change (config/resolve.resume_merge); ArgumentError naming the
+    first flag or key that conflicts with it. Checked by the run's plan (preflight)."""
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.keys import ConfigError, NotResumable
     from dreamerjax.run.records import read_run_config
 
     try:
         config, seeds = read_run_config(args.resume)
     except ValueError as e:
         raise ArgumentError(f"--resume {args.resume}: {e}") from e
-    saved = _saved_flags(config, seeds)
-    may_change = _resume_may_change()
-    for name, value in _given_flags(args).items():
-        have = saved[name]
-        why = steps_may_grow(have, value) if name == "steps" else None
-        if why:
-            raise ArgumentError(f"--steps {value}: {why}")
-        if name in may_change:
-            continue
-        if (tuple(value) if isinstance(value, tuple | list) else value) != have:
-            flag = "--" + name.replace("_", "-")
-            raise ArgumentError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
-                                "cannot change on --resume (start a new run with --out)")
-    run = dataclasses.replace(
-        config.run, **{k: v for k, v in _given_flags(args).items() if k in may_change})
-    resumed = dataclasses.replace(config, run=run)
     try:
-        resumed = configs.with_resumed_sets(resumed, args.set)
-    except configs.NotResumable as e:
+        return config_resolve.resume_merge(config, seeds, _given_flags(args),
+                                           args.set), tuple(seeds)
+    except NotResumable as e:
         raise ArgumentError(f"{e}; start a new run from it with --config "
                             f"{Path(args.resume) / 'config.json'} --out NEW_DIR") from e
-    except configs.ConfigError as e:
+    except ConfigError as e:
         raise ArgumentError(str(e)) from e
-    why = steps_may_grow(config.run.steps, resumed.run.steps)
-    if why:
-        raise ArgumentError(f"run.steps {resumed.run.steps}: {why}")
-    return resumed, tuple(seeds)
 
 
 def plan_of_args(args: TrainArgs):
@@ -952,12 +897,12 @@ def _restore_signals(state: dict) -> None:
 
 
 def info_command(args: InfoArgs) -> int:
-    from dreamerjax.config import keys as configs
+    from dreamerjax.config import docs_tables as config_docs
     from dreamerjax.run import driver
 
     config, provenance = resolve_args(args)
     counts = driver.describe(config)
-    print(configs.describe(config, provenance))
+    print(config_docs.describe(config, provenance))
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
@@ -1120,7 +1065,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = argv[0] if argv else ""
     owners = {"train": TrainArgs, "info": InfoArgs, "bench": BenchArgs}
     if command in owners:  # the reference's flag form: --run.train_ratio 32 -> --set ...
-        from dreamerjax.config.keys import ConfigError, rewrite_key_flags
+        from dreamerjax.config.keys import ConfigError
+        from dreamerjax.config.resolve import rewrite_key_flags
 
         own = [f.name for f in dataclasses.fields(owners[command])] + ["help"]
         try:
