@@ -16,6 +16,7 @@ import dreamerjax
 from dreamerjax.run import driver, records
 from dreamerjax.run import lock as runlock
 from dreamerjax.run.policy import PolicyError
+from dreamerjax.tools import args as cli_args
 
 # Two seeds, the second's value not its index (as tests/test_policy.py): the shared small
 # run's two-seed program (tests/_runs.py), to row 160, the first log point with updates.
@@ -131,7 +132,7 @@ def test_make_config_resolves_as_dreamerjax_info(capsys):
     lr = re.search(r"^ +opt\.lr +(\S+) +\[--set opt\.lr=1e-4\]$", printed, re.M).group(1)
     assert driver.describe(config)["total"] == int(total.replace(",", ""))
     assert config.agent.opt.lr == float(lr) == 1e-4
-    assert config == cli.config_from_args(cli.parse(argv).validate())
+    assert config == cli_args.config_from_args(cli.parse(argv).validate())
 
 
 def test_make_config_layers_errors_and_versions():

@@ -21,6 +21,7 @@ from dreamerjax.config.defaults import (
     replay_rows_per_env,
     tiny_agent_config,
 )
+from dreamerjax.tools import args as cli_args
 
 # The reference's resolved values for `--configs dmc_proprio size12m --set
 # run.train_ratio=256`, every key that applies here, read from configs.yaml @29eb964:
@@ -161,9 +162,8 @@ def test_size1m_and_tiny_are_ours_and_equal_the_presets():
 
 
 def test_one_default_size():
-    from dreamerjax.tools import cli
 
-    assert Config().size == DEFAULT_SIZE == cli.DEFAULT_SIZE == "1m"
+    assert Config().size == DEFAULT_SIZE == cli_args.DEFAULT_SIZE == "1m"
     assert Config().agent == agent_config(DEFAULT_SIZE)
     assert R.resolve()[0] == Config()
 

@@ -14,6 +14,7 @@ from dreamerjax.config import validate as V
 from dreamerjax.config import versions
 from dreamerjax.config.defaults import HEAD_REF
 from dreamerjax.data import schedule
+from dreamerjax.tools import args as cli_args
 
 
 def test_default_is_29eb964_and_unchanged():
@@ -129,7 +130,7 @@ def test_the_command_line_at_e3f0224_passes():
 
     argv = ["train", "--env", "CartPole-v1", "--reference", HEAD_REF, "--tiny",
             "--out", "/nonexistent/run"]
-    config = cli.config_from_args(cli.parse(argv).validate())
+    config = cli_args.config_from_args(cli.parse(argv).validate())
     assert config.agent.reference == HEAD_REF and not config.agent.enc.outer
     V.validate(config)
 

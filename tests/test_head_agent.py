@@ -12,6 +12,7 @@ from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.config.defaults import HEAD_REF, Reference, head_defaults, tiny_agent_config
 from dreamerjax.data import schema
+from dreamerjax.tools import args as cli_args
 
 IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
@@ -81,7 +82,7 @@ def test_image_geometry_is_checked_per_version_before_building():
     def setup(*flags):
         argv = ["train", *small_argv(), "--env", "gymnax_Breakout-MinAtar", *flags,
                 "--out", "/nonexistent/run"]
-        return make_setup(cli.config_from_args(cli.parse(argv).validate()))
+        return make_setup(cli_args.config_from_args(cli.parse(argv).validate()))
 
     with pytest.raises(ValueError, match=r"does not reach minres 4 .* --cnn-mults 1 2 "
                                          r"--cnn-minres 5"):

@@ -12,6 +12,7 @@ from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
 from dreamerjax.config.resolve import make_config
 from dreamerjax.run import driver, host_time, records
+from dreamerjax.tools import args as cli_args
 from dreamerjax.viz import report
 
 
@@ -212,7 +213,7 @@ def test_report_every_flag(tmp_path):
     from dreamerjax.tools import cli
 
     args = cli.parse(["train", "--tiny", "--report-every", "3", "--out", str(tmp_path / "a")])
-    assert cli.config_from_args(args.validate()).run.report_every == 3
+    assert cli_args.config_from_args(args.validate()).run.report_every == 3
     bad = cli.parse(["train", "--tiny", "--report-every", "-1", "--out", str(tmp_path / "b")])
     with pytest.raises(cli.ArgumentError,
                        match="--report-every: run.report_every_logs: must be >= 0"):
