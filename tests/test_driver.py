@@ -18,7 +18,7 @@ from _runs import STEPS, small_config
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import checkpoint, driver, records
+from dreamerjax.run import checkpoint, driver, records, rundir
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup
 from dreamerjax.run.trainers import make_trainer
@@ -283,7 +283,7 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
 
 
 def test_eval_of_a_run_uses_its_latest_checkpoint(whole):
-    rows = driver.evaluate_run(str(whole), episodes=2)
+    rows = rundir.evaluate_run(str(whole), episodes=2)
     assert [r["seed"] for r in rows] == [0, 1]
     assert all(len(r["returns"]) == 2 and r["mean"] > 0 for r in rows)
     assert os.path.isdir(whole / "checkpoints")
@@ -297,7 +297,7 @@ def test_open_loop_report_and_videos(whole, tmp_path):
     assert png.exists() and iio.imread(png).shape[-1] in (3, 4)
     assert (whole / "report" / "openl_vector_heatmap.png").exists()
     for name in ("episode.gif", "episode.mp4"):
-        files = driver.eval_artifacts(str(whole), report=True, video=tmp_path / name)
+        files = rundir.eval_artifacts(str(whole), report=True, video=tmp_path / name)
         assert tmp_path / name in files and png in files
         frames = iio.imread(tmp_path / name)
         assert frames.ndim == 4 and frames.shape[1:3] == (256, 256) and len(frames) >= 10

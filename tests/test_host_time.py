@@ -11,7 +11,7 @@ from _runs import small_config
 from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import driver, host_time, records
+from dreamerjax.run import driver, host_time, records, rundir
 from dreamerjax.tools import args as cli_args
 from dreamerjax.viz import report
 
@@ -151,7 +151,7 @@ def test_report_of_a_wide_run_is_bounded(wide_run, tmp_path):
     import imageio.v3 as iio
 
     out, _ = wide_run
-    files = driver.eval_artifacts(str(out), report=True)
+    files = rundir.eval_artifacts(str(out), report=True)
     assert sorted(p.name for p in files) == ["openl_vector.png", "openl_vector_heatmap.png"]
     small = report.write_openl(_report(8), tmp_path)
     assert [iio.imread(p).shape for p in sorted(files)] == [

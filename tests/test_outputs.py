@@ -14,7 +14,7 @@ import pytest
 from _runs import small_config
 
 from dreamerjax.config.defaults import LoggerConfig
-from dreamerjax.run import driver, outputs, records
+from dreamerjax.run import driver, outputs, records, rundir
 from dreamerjax.run.setup import make_setup
 
 wandb = pytest.importorskip("wandb")
@@ -46,7 +46,7 @@ def run(tmp_path_factory):
         driver.train(_cfg(), SEEDS, str(out), stop_after_rows=STOP, **kw)
         first = outputs.read_state(out)
         driver.train(_cfg(), SEEDS, str(out), resume=True, **kw)
-        driver.eval_artifacts(str(out), video=out / "episode.mp4")
+        rundir.eval_artifacts(str(out), video=out / "episode.mp4")
     finally:
         for k, v in saved.items():
             if v is None:

@@ -77,10 +77,9 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
 
 @pytest.mark.parametrize("mode", ["sample", "mode"])
 def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
-    """`dreamerjax eval` (driver.evaluate_run, params read alone) and load_policy's act
-    give the same returns for the same keys: fold_in(PRNGKey(seed), EVAL_KEY_OFFSET +
-    10**6)."""
-    from dreamerjax.run import driver
+    """`dreamerjax eval` (rundir.evaluate_run, params read alone) and load_policy's act
+    give the same returns for the same keys: the evaluate_run stream's (run/streams.py)."""
+    from dreamerjax.run import streams
     from dreamerjax.tools import cli
 
     assert cli.main(["eval", str(run_dir), "--episodes", "2", "--mode", mode]) == 0
@@ -89,8 +88,7 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
     for row in rows:
         policy = load_policy(run_dir, seed=row["seed"])
         setup = setup_lib.make_setup(policy.config)
-        key = jax.random.fold_in(jax.random.PRNGKey(row["seed"]),
-                                 driver.EVAL_KEY_OFFSET + 10**6)
+        key = streams.key(row["seed"], "evaluate_run")
         got = _play(policy, setup.spec, setup.spaces, key, 2, mode)
         assert got.tolist() == row["returns"]
 

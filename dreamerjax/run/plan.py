@@ -21,7 +21,7 @@ import numpy as np
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import Config, data_devices, fsdp_devices
-from dreamerjax.run import loop, memory
+from dreamerjax.run import loop, memory, streams
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
 
@@ -71,6 +71,10 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1) -> Plan:
     """The plan of a run whose setup is built (from a validated config): the checks that
     follow from it (devices, replay memory), the seed strategy and the mesh."""
     seeds = tuple(int(s) for s in seeds)
+    logs = setup.run.steps // setup.run.eval_every
+    if logs >= streams.SPAN:  # a log point's evaluation and report keys are its own
+        raise ValueError(f"run.eval_every_rows: the run has {logs:,} log points; at most "
+                         f"{streams.SPAN - 1:,} (run/streams.py)")
     check_devices(setup, len(seeds), devices)
     need = memory.check_replay(setup, len(seeds), devices)
     data, fsdp = data_devices(setup.run), fsdp_devices(setup.run)

@@ -35,6 +35,7 @@ from dreamerjax.config import dotted as config_dotted
 from dreamerjax.config import keys as configs
 from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import Config
+from dreamerjax.run import streams
 
 FORMAT = "dreamerjax-policy/1"
 MODES = ("sample", "mode")
@@ -64,13 +65,13 @@ class Policy:
 
     def init(self, batch_size: int) -> dict:
         """The state of batch_size fresh episodes: {carry: the agent's policy carry,
-        key: the sampling key (from the seed)}."""
+        key: the sampling key (the seed's act stream, run/streams.py)}."""
         from dreamerjax.algo import agent as agent_lib
 
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         carry = agent_lib.policy_initial(self.config.agent, self.spaces, int(batch_size))
-        return {"carry": carry, "key": jax.random.PRNGKey(self.seed)}
+        return {"carry": carry, "key": jnp.asarray(streams.key(self.seed, "act"))}
 
     def act(self, obs: Any, state: Mapping, key: jax.Array | None = None,
             mode: str = "sample") -> tuple[jax.Array, dict]:

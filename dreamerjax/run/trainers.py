@@ -30,14 +30,13 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.envs.host import base as host_lib
-from dreamerjax.run import host_loop
+from dreamerjax.run import host_loop, streams
 from dreamerjax.run import loop as train_lib
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run.loop import SeedState, Setup
 from dreamerjax.run.plan import Plan
 
 P = jax.sharding.PartitionSpec
-EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
 
 
 class Trainer(Protocol):
@@ -150,15 +149,8 @@ class _Shared:
         raise NotImplementedError
 
     def _keys(self) -> np.ndarray:
-        # Host inputs go in as numpy arrays: in a multi-host run every process passes the
-        # same values, which jit takes as replicated (a device array is process-local).
-        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
-
-    def eval_keys(self, log_index: int) -> np.ndarray:
-        """[seeds, 2] evaluation keys of a log point: fold_in(PRNGKey(seed), offset + i)."""
-        return np.stack([
-            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
-            for s in self.seeds])
+        """[seeds, 2] the train stream's keys (run/streams.py), init_seed's root."""
+        return streams.keys(self.seeds, "train")
 
     def owed(self, log_index: int) -> np.ndarray:
         """Updates owed after each tick of a log interval [ticks_per_log]."""
@@ -198,9 +190,8 @@ class _Shared:
         """The open-loop report (report.openl) of the first seed, from its replay."""
         from dreamerjax.run import distributed
         distributed.barrier("report")  # slicing out the first seed may move it: a collective
-        key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
-                                 + log_index)
-        return to_host(self._report(states, np.asarray(key)))
+        key = streams.key(self.seeds[0], "report", log_index)
+        return to_host(self._report(states, key))
 
     def close(self) -> None:
         pass
@@ -290,9 +281,10 @@ class CompiledTrainer(_Shared):
             outs = list(pool.map(one_seed, self._split(states)))
         return self._join(outs)
 
-    def evaluate(self, params, log_index: int, mode: bool = False):
-        """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
-        return self._eval(params, self.eval_keys(log_index), mode)
+    def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
+        """(returns, lengths) [seeds, episodes] with the keys of `stream` (run/streams.py)
+        at index `log_index`: a log point's evaluation, or `dreamerjax eval`'s."""
+        return self._eval(params, streams.keys(self.seeds, stream, log_index), mode)
 
     def _chunk_in_step(self, states: SeedState, due):
         """The chunk of a data-parallel run over several processes: its gradients are
@@ -417,17 +409,18 @@ class HostTrainer(_Shared):
             stats={k: stack([e.stats[k] for e in ends]) for k in ends[0].stats})
         return states, out
 
-    def evaluate(self, params, log_index: int, mode: bool = False):
+    def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
         """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own
         evaluation envs, the first episode of each up to the episode limit, keys as the
-        compiled evaluate draws them (fold_in(PRNGKey(seed), 1e6 + log index))."""
+        compiled evaluate draws them (the stream's, run/streams.py), the envs' resets
+        seeded from the same integers."""
         E, S = self.setup.run.eval_episodes, len(self.seeds)
         if self._eval_envs is None:
             self._eval_envs = self._collector(S * E)
-        keys = self.eval_keys(log_index)
+        keys = streams.keys(self.seeds, stream, log_index)
         limit = host_loop.episode_limit(self.setup)
         step_keys = jax.vmap(lambda k: jax.random.split(jax.random.split(k)[1], limit))(keys)
-        env_seeds = [host_loop.env_seed(s, EVAL_KEY_OFFSET + log_index, e)
+        env_seeds = [host_loop.env_seed(s, streams.data(stream, log_index), e)
                      for s in self.seeds for e in range(E)]
         rows = _split_seeds(self._eval_envs.reset(env_seeds), S)
         carry = self._eval_carry(np.zeros((S,), np.int32))

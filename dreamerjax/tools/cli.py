@@ -193,10 +193,10 @@ def _restore_signals(state: dict) -> None:
 
 def info_command(args: InfoArgs) -> int:
     from dreamerjax.config import docs_tables as config_docs
-    from dreamerjax.run import driver
+    from dreamerjax.run import rundir
 
     config, provenance = resolve_args(args)
-    counts = driver.describe(config)
+    counts = rundir.describe(config)
     print(config_docs.describe(config, provenance))
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
@@ -212,13 +212,13 @@ def info_command(args: InfoArgs) -> int:
 def eval_command(args: EvalArgs) -> int:
     import json
 
-    from dreamerjax.run import driver
+    from dreamerjax.run import rundir
 
-    for row in driver.evaluate_run(str(args.run_dir), args.episodes,
+    for row in rundir.evaluate_run(str(args.run_dir), args.episodes,
                                    mode=args.mode == "mode"):
         print(json.dumps(row))
     if args.report or args.video is not None:
-        for path in driver.eval_artifacts(str(args.run_dir), report=args.report,
+        for path in rundir.eval_artifacts(str(args.run_dir), report=args.report,
                                           video=args.video, mode=args.mode == "mode"):
             print(f"wrote {path}")
     return 0
@@ -240,13 +240,13 @@ def _demo(args: DemoArgs) -> int:
     code = train_command(train)
     if code != 0:
         return code
-    from dreamerjax.run import driver
+    from dreamerjax.run import rundir
     from dreamerjax.run.records import read_records
 
     run_dir = train.run_dir
     # the open-loop report: the run's last log point wrote it (run.report_every, or the
     # log point that reached the target)
-    driver.eval_artifacts(str(run_dir), report=False, video=run_dir / "episode.mp4")
+    rundir.eval_artifacts(str(run_dir), report=False, video=run_dir / "episode.mp4")
     last = read_records(run_dir)[-1]
     print(demo_summary(last["eval_mean"], time.monotonic() - started, run_dir))
     return 0
