@@ -38,10 +38,10 @@ def test_train_refuses_a_used_directory_before_building_anything(tmp_path, monke
     (out / "config.json").write_text("{}\n")
     before = _snapshot(out)
 
-    def no_setup(*args, **kwargs):
-        raise AssertionError("a setup was built (and would be compiled) for a used directory")
+    def no_plan(*args, **kwargs):
+        raise AssertionError("a plan was made (its setup built) for a used directory")
 
-    monkeypatch.setattr(driver.setup_lib, "make_setup", no_setup)
+    monkeypatch.setattr(driver.plan_lib, "make_plan", no_plan)
     with pytest.raises(runlock.RunDirNotEmpty) as err:
         dreamerjax.train(small_config(), (0,), str(out), progress=False, compile_cache=False)
     message = str(err.value)

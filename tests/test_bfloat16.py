@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runs import with_cnn
 
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
@@ -19,7 +20,7 @@ from dreamerjax.algo import numerics as nm
 from dreamerjax.config import defaults as config_lib
 from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
-from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config, with_cnn
+from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config
 from dreamerjax.data import schema
 
 BF16, F32 = jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)

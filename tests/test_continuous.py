@@ -47,7 +47,7 @@ def test_records_carry_the_continuous_actor_metrics(pendulum):
 def test_stored_actions_inside_bounds_and_mapped_to_the_env(pendulum):
     out, cfg = pendulum
     trainer = make_trainer(make_plan(cfg, (0,)))
-    index, _ = checkpoint.latest(out)
+    index, _ = checkpoint.latest_verified(out)
     states = checkpoint.restore(out, index, trainer.abstract_state())
     actions = np.asarray(states.replay.data["action"])  # [seeds, envs, capacity, 1]
     rows = int(np.asarray(states.replay.count).min())

@@ -14,7 +14,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from _runs import STEPS, small_config
+from _runs import STEPS, read_scalars, small_config
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
@@ -79,7 +79,7 @@ def test_records_schedule_and_schema(whole):
 
 
 def test_tensorboard_holds_every_record_once(whole):
-    points = records.read_scalars(whole)
+    points = read_scalars(whole)
     for seed in (0, 1):
         evals = [(step, v) for tag, step, v in points[seed] if tag == "eval/eval_mean"]
         want = [(r["rows"], pytest.approx(r["eval_mean"]))
@@ -113,7 +113,7 @@ def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(tmp_path):
     assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
     assert records.read_episodes(whole) == records.read_episodes(out)
     assert json.loads((out / "config.json").read_text())["run"]["steps"] == STEPS
-    a, b = records.read_scalars(whole), records.read_scalars(out)
+    a, b = read_scalars(whole), read_scalars(out)
     assert {s: sorted(p) for s, p in a.items()} == {s: sorted(p) for s, p in b.items()}
 
 

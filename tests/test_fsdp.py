@@ -85,7 +85,7 @@ SCRIPT = textwrap.dedent("""
 
     # The checkpoint: whole parameters, restored into slices; the policy reads them whole.
     run_dir = os.path.join(out, "fsdp")
-    index, _ = ckpt.latest(run_dir)
+    index, _ = ckpt.latest_verified(run_dir)
     restored = ckpt.restore(run_dir, index, trainer.abstract_state())
     res["restored_spec"] = [str(x) for x in
                             restored.agent.params["rew"]["h0"]["kernel"].sharding.spec]

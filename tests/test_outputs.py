@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from _runs import small_config
+from _runs import read_scalars, small_config
 
 from dreamerjax.config.defaults import LoggerConfig
 from dreamerjax.run import driver, outputs, records, rundir
@@ -202,7 +202,7 @@ def test_outputs_may_change_on_resume(tmp_path, monkeypatch):
         history = client.get_metric_history(state["mlflow"]["children"][str(seed)],
                                             "eval/eval_mean")
         assert [m.step for m in history] == ROWS[2:]
-    tb = records.read_scalars(out)
+    tb = read_scalars(out)
     for seed in SEEDS:  # each point once
         assert [step for tag, step, _ in tb[seed] if tag == "eval/eval_mean"] == ROWS
 

@@ -34,7 +34,8 @@ from dreamerjax.config.keys import (
 
 # ---------------------------------------------------------------------------------------
 # Checks (before anything compiles); each names the key. validate is the one check of a
-# run's values: the command line, dreamerjax.train and run/setup.make_setup all call it.
+# run's values: a run's plan (run/plan.make_plan) calls it once, for the command line,
+# dreamerjax.train and the benchmarks alike.
 
 
 _POSITIVE = (
@@ -69,8 +70,8 @@ _MULTS_AT_MOST = 2**10
 def validate(config: Config, *, seeds: Sequence[int] | None = None) -> None:
     """Raise ConfigError (one line, naming the key) for a config that cannot run, and for
     seeds (when given) that cannot share one run. The checks against the env's spaces
-    (the CNN geometry of its image keys) follow in run/setup.make_setup, which starts
-    with this one."""
+    (the CNN geometry of its image keys) follow in run/setup.make_setup, which the plan
+    calls after this one."""
     flat = to_dotted(config)
     _check_types(flat)
     _check_ranges(flat)

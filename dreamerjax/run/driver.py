@@ -36,8 +36,8 @@ from dreamerjax.run import host_time, outputs, records
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
-from dreamerjax.run.loop import SeedState
 from dreamerjax.run.plan import Plan
+from dreamerjax.run.setup import SeedState
 from dreamerjax.run.trainers import Trainer, make_trainer, to_host
 
 # ----------------------------------------------------------------------------- compiled

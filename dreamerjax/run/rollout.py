@@ -17,6 +17,7 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.envs.host import base as host_lib
 from dreamerjax.run import host_loop, loop
+from dreamerjax.run import setup as setup_lib
 from dreamerjax.viz import video
 
 
@@ -68,7 +69,7 @@ def render_env(config):
             return GymEnv(task, env_id=config.run.env, render_mode="rgb_array")
         except (TypeError, ValueError, gymnasium.error.Error):
             pass  # an env without render_mode: its observations are drawn instead
-    return host_loop.env_factory(config)()
+    return setup_lib.env_factory(config)()
 
 
 def host_rollout(setup, params, key, mode: bool = False) -> dict:

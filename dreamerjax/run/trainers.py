@@ -30,11 +30,11 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.envs.host import base as host_lib
-from dreamerjax.run import host_loop, streams
-from dreamerjax.run import loop as train_lib
+from dreamerjax.run import host_loop, loop, streams
 from dreamerjax.run import plan as plan_lib
-from dreamerjax.run.loop import SeedState, Setup
+from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import Plan
+from dreamerjax.run.setup import SeedState, Setup
 
 P = jax.sharding.PartitionSpec
 
@@ -78,7 +78,7 @@ def seed_sharding(devices: int, num_seeds: int):
 
 def env_axes(fsdp: int) -> str | tuple[str, str]:
     """The mesh axes a seed's envs split over: 'data', or ('data', 'fsdp') jointly."""
-    return (train_lib.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else train_lib.DATA_AXIS
+    return (loop.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else loop.DATA_AXIS
 
 
 def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
@@ -130,8 +130,8 @@ class _Shared:
         plan = self.plan
         self.setup = setup = plan.setup
         self.seeds, self.devices, self.mesh = plan.seeds, plan.devices, plan.mesh
-        self.metric_names = names = train_lib.metric_names(setup)
-        self.updates_due = train_lib.updates_per_tick(setup)
+        self.metric_names = names = loop.metric_names(setup)
+        self.updates_due = loop.updates_per_tick(setup)
         self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
         init_seed = self._init_seed
         self._init_fn = jax.vmap(lambda k: init_seed(setup, k, names))
@@ -143,7 +143,7 @@ class _Shared:
         self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
         self._build()
 
-    _init_seed = staticmethod(train_lib.init_seed)
+    _init_seed = staticmethod(loop.init_seed)
 
     def _build(self) -> None:
         raise NotImplementedError
@@ -225,7 +225,7 @@ class CompiledTrainer(_Shared):
         seeds: run_chunk runs per device (shard_map) on its envs, replay and part of each
         batch, and the update averages the gradients over the data axis."""
         def chunk(st, due):
-            return train_lib.run_chunk(setup, st, due)
+            return loop.run_chunk(setup, st, due)
 
         if self.mesh is None:
             return jax.jit(chunk, donate_argnums=0)
@@ -257,9 +257,9 @@ class CompiledTrainer(_Shared):
         device play until the slowest seed's episodes end."""
         setup, eps = self.setup, self.setup.run.eval_episodes
         if self.mesh is None:
-            return train_lib.over_seeds(
-                setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
-        fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
+            return loop.over_seeds(
+                setup, lambda p, k: loop.evaluate(setup, p, k, eps, mode), params, keys)
+        fn = jax.vmap(lambda p, k: loop.evaluate(setup, p, k, eps, mode))
         spec = P("seed")
         # check_vma off: the loop's carry starts from constants (device-invariant) and
         # becomes per-device, which the varying-axes check refuses for loops. A seed's data
@@ -324,7 +324,7 @@ class HostTrainer(_Shared):
         setup, fsdp = self.setup, self.plan.fsdp
 
         def act(st, rows):
-            return train_lib.over_seeds(
+            return loop.over_seeds(
                 setup, lambda s, r: host_loop.act_and_insert(setup, s, r), st, rows)
 
         def train(st, n):
@@ -342,7 +342,7 @@ class HostTrainer(_Shared):
         self._act = jax.jit(act, donate_argnums=0)
         self._train = jax.jit(train, donate_argnums=0)
         self._eval_act = jax.jit(
-            lambda p, c, r, k, mode: train_lib.over_seeds(
+            lambda p, c, r, k, mode: loop.over_seeds(
                 setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),
             static_argnums=4)
         self._eval_carry = jax.jit(jax.vmap(
@@ -355,7 +355,7 @@ class HostTrainer(_Shared):
     # -- envs
 
     def _collector(self, count: int) -> host_lib.HostCollector:
-        factory = host_loop.env_factory(self.setup.config)
+        factory = setup_lib.env_factory(self.setup.config)
         vec = host_lib.HostVector([factory] * count, parallel=self.parallel,
                                   timeout=self.timeout)
         col = host_lib.HostCollector(vec, time_limit=self.setup.run.episode_limit)
