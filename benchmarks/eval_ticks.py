@@ -1,11 +1,12 @@
-"""What the evaluation's early stop saves: ticks and wall time of `train.evaluate` (a while
-loop that stops on the tick where the last episode ends) against the form it replaced, a
-lax.scan over every tick of the env's episode limit (`full_scan`, also the test oracle of
-tests/test_evaluate.py), with the same untrained params, keys and episodes.
+"""What the evaluation's early stop saves: wall time of `loop.evaluate` (a while loop that
+stops on the tick where the last episode ends) against the same loop playing every tick
+of the env's episode limit (`stop_early=False`, the form it replaced), with the same
+untrained params, keys and episodes.
 
-Prints one JSON object per env (env, episode_limit, episodes, seeds, ticks_while: ticks
-the while loop played per seed, wall_while_s / wall_scan_s: the median of --repeats timed
-calls after a compile, compile_while_s / compile_scan_s, returns_equal) and nothing else.
+Prints one JSON object per env (env, episode_limit, episodes, seeds, ticks_while: the
+ticks the early-stopping loop plays per seed, its longest episode; wall_while_s /
+wall_scan_s: the median of --repeats timed calls after a compile, compile_while_s /
+compile_scan_s, returns_equal) and nothing else.
 
     nice .venv/bin/python benchmarks/eval_ticks.py
     nice .venv/bin/python benchmarks/eval_ticks.py --envs craftax_Craftax-Classic-Symbolic-v1 --tiny
@@ -22,37 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config.keys import make_config
-from dreamerjax.run import loop as train_lib
+from dreamerjax.config.resolve import make_config
+from dreamerjax.run import loop
 from dreamerjax.run import setup as setup_lib
-
-
-def full_scan(setup, params, key, episodes: int, mode: bool = False):
-    """The evaluation before the early stop: every one of episode_limit ticks is played.
-    Returns (returns [episodes], lengths [episodes])."""
-    k_init, k_run = jax.random.split(key)
-    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
-        jax.random.split(k_init, episodes))
-    carry = agent_lib.policy_initial(setup.config.agent, setup.spaces, episodes)
-    zeros = jnp.zeros((episodes,), jnp.float32)
-
-    def step(c, k):
-        env, row, carry, ret, length, done = c
-        k_pol, k_env = jax.random.split(k)
-        _, carry, env, row, _ = train_lib.act_and_step(setup, params, carry, row, env,
-                                                       k_pol, k_env, mode)
-        live = ~done
-        ret = ret + jnp.where(live, row["reward"], 0.0)
-        length = length + live.astype(jnp.float32)
-        done = done | row["is_last"]
-        return (env, row, carry, ret, length, done), None
-
-    init = (env, row, carry, zeros, zeros, jnp.zeros((episodes,), bool))
-    (_, _, _, ret, length, _), _ = jax.lax.scan(
-        step, init, jax.random.split(k_run, setup.spec.episode_limit))
-    return ret, length
 
 
 def _timed(fn, args, repeats: int):
@@ -74,15 +48,15 @@ def measure(env_id: str, tiny: bool, seeds: int, episodes: int, repeats: int) ->
     params = jax.vmap(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces).params)(
         keys)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 10**6))(keys)
-    new = jax.jit(jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, episodes,
-                                                           with_ticks=True)))
-    old = jax.jit(jax.vmap(lambda p, k: full_scan(setup, p, k, episodes)))
-    c_new, w_new, (ret, length, ticks) = _timed(new, (params, eval_keys), repeats)
+    new = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, episodes)))
+    old = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, episodes,
+                                                      stop_early=False)))
+    c_new, w_new, (ret, length) = _timed(new, (params, eval_keys), repeats)
     c_old, w_old, (ret_old, length_old) = _timed(old, (params, eval_keys), repeats)
     return {
         "env": env_id, "tiny": tiny, "episode_limit": int(setup.spec.episode_limit),
         "episodes": episodes, "seeds": seeds,
-        "ticks_while": np.asarray(ticks).tolist(),
+        "ticks_while": np.asarray(length).max(axis=1).astype(int).tolist(),
         "episode_length_mean": float(np.asarray(length).mean()),
         "wall_while_s": round(w_new, 4), "wall_scan_s": round(w_old, 4),
         "speedup": round(w_old / w_new, 2),

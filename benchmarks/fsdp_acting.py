@@ -102,9 +102,10 @@ def worker(size: str, n: int, num_envs: int) -> dict:
 
     from dreamerjax.algo import agent as agent_lib
     from dreamerjax.algo import fsdp as fsdp_lib
-    from dreamerjax.config.keys import make_config
-    from dreamerjax.run import driver, loop
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.config.resolve import make_config
+    from dreamerjax.run import loop
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
 
     assert jax.device_count() >= n, (jax.device_count(), n)
     mesh_spec = f"1,{n},1"
@@ -112,7 +113,7 @@ def worker(size: str, n: int, num_envs: int) -> dict:
                          steps=num_envs * 128, eval_every=num_envs * 128, replay_capacity=128,
                          train_devices=tuple(range(n)), train_mesh=mesh_spec,
                          seed_loop="vmap")
-    trainer = driver.make_trainer(setup_lib.make_setup(config), (0,))
+    trainer = make_trainer(make_plan(config, (0,)))
     setup, state = trainer.setup, trainer.abstract_state()
 
     def tick(st):

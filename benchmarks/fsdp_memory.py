@@ -42,16 +42,16 @@ def worker(size: str, n: int, mesh: str, num_envs: int, capacity: int) -> dict:
     import jax
     import numpy as np
 
-    from dreamerjax.config.keys import make_config
-    from dreamerjax.run import driver
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.config.resolve import make_config
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
 
     assert jax.device_count() >= n, (jax.device_count(), n)
     config = make_config("CartPole-v1", size=size, reference="e3f0224", num_envs=num_envs,
                          steps=num_envs * 64, eval_every=num_envs * 64,
                          replay_capacity=capacity, train_devices=tuple(range(n)),
                          train_mesh=mesh, seed_loop="vmap")
-    trainer = driver.make_trainer(setup_lib.make_setup(config), (0,))
+    trainer = make_trainer(make_plan(config, (0,)))
     state = trainer.abstract_state()
     t0 = time.time()
     lowered = trainer._chunk.lower(state, trainer.owed(0))

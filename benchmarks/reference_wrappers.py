@@ -221,15 +221,15 @@ def record_ours(case_name: str, actions: np.ndarray | None = None,
                 extra: tuple[str, ...] = ()) -> tuple[dict, np.ndarray]:
     """Our rows {key: [rows, ...]} (obs keys as the reference names them, D18) and the
     actions; `actions` None draws the case's own; `extra`: KEY=VALUE for our side only."""
-    from dreamerjax.config import keys
+    from dreamerjax.config import resolve as config_resolve
     from dreamerjax.envs.host import base as host
-    from dreamerjax.run import host_loop
+    from dreamerjax.run import setup as setup_lib
     case = CASES[case_name]
     sets = [f"{k}={json.dumps(v)}" for k, v in {"task": case["env"], **case["sets"]}.items()]
-    config, _ = keys.resolve(case["configs"], [*sets, *extra])
+    config, _ = config_resolve.resolve(case["configs"], [*sets, *extra])
     if case["env"].startswith("crafter"):
         deterministic_crafter()
-    env = host_loop.env_factory(config)()
+    env = setup_lib.env_factory(config)()
     spec = env.spec
     if actions is None:
         actions = actions_for(case_name, spec.discrete,

@@ -19,10 +19,14 @@ update, and the cumulative updates are 1 + floor((rows - 132) / 2) after it:
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
-from dreamerjax.config import keys
-from dreamerjax.config.defaults import HEAD_REF, with_cnn
-from dreamerjax.config.keys import make_config
+from dreamerjax.config import resolve as config_resolve
+from dreamerjax.config import validate as config_validate
+from dreamerjax.config.defaults import HEAD_REF, AgentConfig
+from dreamerjax.config.resolve import make_config
+from dreamerjax.run import records
 
 SMALL_RUN = dict(num_envs=8, eval_every=80, eval_episodes=2, batch_size=4, batch_length=16,
                  train_ratio=32, replay_capacity=64)
@@ -51,7 +55,46 @@ def at_head(cfg, cnn_mults: tuple[int, ...] | None = None):
     suite settings as `--reference e3f0224 --tiny` resolves them (cnn_mults: HEAD's CNN
     stages for small images), cfg's run fields unchanged."""
     assert cfg.size == "tiny", cfg.size
-    head, _ = keys.resolve(reference=HEAD_REF, tiny=True)
+    head, _ = config_resolve.resolve(reference=HEAD_REF, tiny=True)
     out = dataclasses.replace(head, agent=with_cnn(head.agent, cnn_mults, None), run=cfg.run)
-    keys.validate(out)
+    config_validate.validate(out)
+    return out
+
+
+def with_cnn(acfg: AgentConfig, mults: tuple[int, ...] | None = None,
+             minres: int | None = None) -> AgentConfig:
+    """The image encoder's and decoder's stages (depth multipliers) and final resolution
+    replaced together, e.g. mults (1, 2) and minres 5 for MinAtar's 10 x 10 images."""
+    rep = dataclasses.replace
+    kw = {k: v for k, v in (("mults", mults), ("minres", minres)) if v is not None}
+    if not kw:
+        return acfg
+    if "mults" in kw:
+        kw["mults"] = tuple(kw["mults"])
+    return rep(acfg, enc=rep(acfg.enc, **kw), dec=rep(acfg.dec, **kw))
+
+
+def read_scalars(run_dir: str | os.PathLike) -> dict[int, list[tuple[str, int, float]]]:
+    """Every TensorBoard scalar of a run, per seed, in file order: (tag, step, value).
+
+    Reads the event files' TFRecord framing with tensorboardX's protobuf (a resumed run
+    must hold each point exactly once)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    out: dict[int, list[tuple[str, int, float]]] = {}
+    for seed_dir in sorted((Path(run_dir) / records.TB_DIR).glob("seed_*")):
+        points = out.setdefault(int(seed_dir.name.split("_")[1]), [])
+        for path in sorted(seed_dir.glob("events.out.tfevents.*")):
+            data = path.read_bytes()
+            pos = 0
+            while pos + 12 <= len(data):
+                (length,) = struct.unpack("<Q", data[pos:pos + 8])
+                body = data[pos + 12:pos + 12 + length]
+                pos += 12 + length + 4
+                event = event_pb2.Event.FromString(body)
+                for v in event.summary.value:
+                    if v.WhichOneof("value") == "simple_value":  # not images
+                        points.append((v.tag, int(event.step), float(v.simple_value)))
     return out

@@ -10,7 +10,7 @@ import pytest
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.config.defaults import SIZES, agent_config, tiny_agent_config
-from dreamerjax.config.keys import make_config
+from dreamerjax.config.resolve import make_config
 
 VEC = A.Spaces.vector(4, True, 2)
 IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)

@@ -13,9 +13,10 @@ import pytest
 from _runs import small_config
 
 import dreamerjax
-from dreamerjax.run import driver, records
+from dreamerjax.run import driver, records, rundir
 from dreamerjax.run import lock as runlock
 from dreamerjax.run.policy import PolicyError
+from dreamerjax.tools import args as cli_args
 
 # Two seeds, the second's value not its index (as tests/test_policy.py): the shared small
 # run's two-seed program (tests/_runs.py), to row 160, the first log point with updates.
@@ -37,10 +38,10 @@ def test_train_refuses_a_used_directory_before_building_anything(tmp_path, monke
     (out / "config.json").write_text("{}\n")
     before = _snapshot(out)
 
-    def no_setup(*args, **kwargs):
-        raise AssertionError("a setup was built (and would be compiled) for a used directory")
+    def no_plan(*args, **kwargs):
+        raise AssertionError("a plan was made (its setup built) for a used directory")
 
-    monkeypatch.setattr(driver.setup_lib, "make_setup", no_setup)
+    monkeypatch.setattr(driver.plan_lib, "make_plan", no_plan)
     with pytest.raises(runlock.RunDirNotEmpty) as err:
         dreamerjax.train(small_config(), (0,), str(out), progress=False, compile_cache=False)
     message = str(err.value)
@@ -129,13 +130,14 @@ def test_make_config_resolves_as_dreamerjax_info(capsys):
     printed = capsys.readouterr().out
     total = re.search(r"^Optimised variables: ([\d,]+)$", printed, re.M).group(1)
     lr = re.search(r"^ +opt\.lr +(\S+) +\[--set opt\.lr=1e-4\]$", printed, re.M).group(1)
-    assert driver.describe(config)["total"] == int(total.replace(",", ""))
+    assert rundir.describe(config)["total"] == int(total.replace(",", ""))
     assert config.agent.opt.lr == float(lr) == 1e-4
-    assert config == cli.config_from_args(cli.parse(argv).validate())
+    assert config == cli_args.config_from_args(cli.parse(argv).validate())
 
 
 def test_make_config_layers_errors_and_versions():
-    from dreamerjax.config.keys import ConfigError, resolve
+    from dreamerjax.config.keys import ConfigError
+    from dreamerjax.config.resolve import resolve
 
     make = dreamerjax.make_config
     # a --set after --configs, a flag after --set, --size after --configs

@@ -14,7 +14,7 @@ from _runs import small_config
 
 import dreamerjax
 from dreamerjax.envs import registry
-from dreamerjax.run import driver, records
+from dreamerjax.run import driver, records, rundir
 from dreamerjax.tools import cli
 
 SEEDS = (0, 3)
@@ -69,7 +69,7 @@ def test_evaluate_a_run_directory_and_a_result(run_with_function_callback):
         assert all(n >= 1 for n in row["lengths"])
         assert row["returns"] == [float(n) for n in row["lengths"]]  # CartPole: 1 per step
     # `dreamerjax eval`'s numbers for the same run and episodes
-    cli_rows = driver.evaluate_run(str(out), 3)
+    cli_rows = rundir.evaluate_run(str(out), 3)
     assert [(r["seed"], r["returns"]) for r in cli_rows] == [
         (r["seed"], r["returns"]) for r in from_dir]
     # the result's parameters are the checkpoint's: the same episodes, one seed alone too

@@ -12,13 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runs import with_cnn
 
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.config import defaults as config_lib
 from dreamerjax.config import keys as C
-from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config, with_cnn
+from dreamerjax.config import resolve as R
+from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config
+from dreamerjax.data import schema
 
 BF16, F32 = jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)
 VEC = A.Spaces.vector(4, True, 2)
@@ -39,11 +42,11 @@ def _img_cfg(dtype: str):
 
 
 def test_compute_dtype_key_accepts_bfloat16_and_float32():
-    config, _ = C.resolve(sets=["jax.compute_dtype=bfloat16"])
+    config, _ = R.resolve(sets=["jax.compute_dtype=bfloat16"])
     assert config.agent.compute_dtype == "bfloat16"
-    config, _ = C.resolve(sets=["jax.compute_dtype=float32"])
+    config, _ = R.resolve(sets=["jax.compute_dtype=float32"])
     assert config.agent.compute_dtype == "float32"
-    assert C.resolve()[0].agent.compute_dtype == "float32"  # our default (docs/config.md)
+    assert R.resolve()[0].agent.compute_dtype == "float32"  # our default (docs/config.md)
     # The names the config accepts are the ones the networks map (no JAX in configs.py).
     assert set(nm.COMPUTE_DTYPES) == set(config_lib.COMPUTE_DTYPES)
 
@@ -52,17 +55,17 @@ def test_compute_dtype_key_accepts_bfloat16_and_float32():
     ("float16", "loss scaling"), ("int8", "choose one of float32, bfloat16")])
 def test_other_compute_dtypes_are_refused_in_one_line_naming_the_key(value, words):
     with pytest.raises(C.ConfigError) as e:
-        C.resolve(sets=[f"jax.compute_dtype={value}"])
+        R.resolve(sets=[f"jax.compute_dtype={value}"])
     msg = str(e.value)
     assert msg.startswith("jax.compute_dtype: ") and words in msg and "\n" not in msg
 
 
 def test_bench_takes_set_items():
     base = Config(agent=_cfg("float32"), size="tiny")
-    assert C.with_sets(base, ["jax.compute_dtype=bfloat16"]).agent.compute_dtype == "bfloat16"
-    assert C.with_sets(base, []) == base
+    assert R.with_sets(base, ["jax.compute_dtype=bfloat16"]).agent.compute_dtype == "bfloat16"
+    assert R.with_sets(base, []) == base
     with pytest.raises(C.ConfigError, match="jax.compute_dtype"):
-        C.with_sets(base, ["jax.compute_dtype=float16"])
+        R.with_sets(base, ["jax.compute_dtype=float16"])
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -84,7 +87,7 @@ def _dots(jaxpr) -> collections.Counter:
 
 def _update_jaxpr(cfg, spaces):
     state = jax.eval_shape(lambda k: A.init(k, cfg, spaces), jax.random.PRNGKey(0))
-    batch = A.batch_specs(cfg, spaces, 2, 5)
+    batch = schema.batch_spec(spaces, cfg.rssm.deter, cfg.rssm.stoch, 2, 5)
     return jax.make_jaxpr(lambda s, b, k: A.update(s, cfg, spaces, b, k))(
         state, batch, jax.random.PRNGKey(1))
 
@@ -119,7 +122,8 @@ def _forward(params, cfg, spaces, obs):
 def test_activations_are_bfloat16_and_outputs_float32_where_the_reference_has_them():
     cfg = _img_cfg("bfloat16")
     params = jax.eval_shape(lambda k: A.init_params(k, cfg, IMG), jax.random.PRNGKey(0))
-    out = jax.eval_shape(lambda p: _forward(p, cfg, IMG, IMG.obs_zeros((2, 3))), params)
+    obs = schema.zeros(IMG.obs_specs((2, 3)))
+    out = jax.eval_shape(lambda p: _forward(p, cfg, IMG, obs), params)
     dtypes = lambda t: {x.dtype for x in jax.tree.leaves(t)}  # noqa: E731
     assert out["obs"]["image"].dtype == BF16 and out["obs"]["vector"].dtype == F32  # :469
     assert out["embed"].dtype == BF16 and out["layer"].dtype == BF16
@@ -133,8 +137,9 @@ def test_update_keeps_params_optimiser_state_losses_and_metrics_float32():
     cfg = _cfg("bfloat16")
     key = jax.random.PRNGKey(0)
     state = jax.eval_shape(lambda k: A.init(k, cfg, VEC), key)
+    batch = schema.batch_spec(VEC, cfg.rssm.deter, cfg.rssm.stoch, 2, 5)
     new, outs, metrics = jax.eval_shape(lambda s, b, k: A.update(s, cfg, VEC, b, k), state,
-                                        A.batch_specs(cfg, VEC, 2, 5), key)
+                                        batch, key)
     floats = lambda t: {x.dtype for x in jax.tree.leaves(t)  # noqa: E731
                         if jnp.issubdtype(x.dtype, jnp.floating)}
     assert floats((new.params, new.slow, new.opt_state, new.retnorm)) == {F32}

@@ -42,7 +42,7 @@ def test_round_trip_with_prng_keys(tmp_path):
     meta = {"rows": 2000, "updates": np.int64(481), "wall_s": float("nan"),
             "tracker": {"seeds": {"1": {"0": [[3, 7], [3.0, 4.0]]}}}}
     ckpt.save(tmp_path, 0, state, meta)
-    index, got_meta = ckpt.latest(tmp_path)
+    index, got_meta = ckpt.latest_verified(tmp_path)
     assert index == 0
     assert got_meta == {"rows": 2000, "updates": 481, "wall_s": None,
                         "tracker": {"seeds": {"1": {"0": [[3, 7], [3.0, 4.0]]}}}}
@@ -133,9 +133,9 @@ def test_a_state_of_another_structure_is_refused_with_the_leaf(tmp_path, change)
         ckpt.restore(tmp_path, 0, target)
 
 
-def test_latest_none_without_checkpoints(tmp_path):
-    assert ckpt.latest(tmp_path) is None
-    assert ckpt.latest(tmp_path / "missing") is None
+def test_no_checkpoints_without_checkpoints(tmp_path):
+    assert ckpt.indices(tmp_path) == []
+    assert ckpt.indices(tmp_path / "missing") == []
     assert not (tmp_path / "missing").exists()
 
 
@@ -144,7 +144,7 @@ def test_keep_last_two(tmp_path):
         ckpt.save(tmp_path, i, _state(i), {"i": i})
     assert ckpt.indices(tmp_path) == [2, 3]
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["2", "3"]
-    index, meta = ckpt.latest(tmp_path)
+    index, meta = ckpt.latest_verified(tmp_path)
     assert (index, meta) == (3, {"i": 3})
     older = ckpt.restore(tmp_path, 2, _zeros_like(_state()))
     assert int(older["count"]) == 9
@@ -169,11 +169,11 @@ def test_interrupted_save_leaves_no_checkpoint(tmp_path, monkeypatch):
     # no directory named 1: latest is still 0
     assert "1" not in os.listdir(tmp_path / "checkpoints")
     assert ckpt.indices(tmp_path) == [0]
-    assert ckpt.latest(tmp_path) == (0, {"i": 0})
+    assert ckpt.latest_verified(tmp_path) == (0, {"i": 0})
     # a later save succeeds and clears any temporary leftovers
     ckpt.save(tmp_path, 2, _state(2), {"i": 2})
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["0", "2"]
-    assert ckpt.latest(tmp_path) == (2, {"i": 2})
+    assert ckpt.latest_verified(tmp_path) == (2, {"i": 2})
 
 
 def test_killed_save_leftover_is_ignored(tmp_path):
@@ -181,7 +181,7 @@ def test_killed_save_leftover_is_ignored(tmp_path):
     # what a process killed mid-save leaves behind
     partial = tmp_path / "checkpoints" / "1.orbax-checkpoint-tmp"
     (partial / "state").mkdir(parents=True)
-    assert ckpt.latest(tmp_path) == (0, {"i": 0})
+    assert ckpt.latest_verified(tmp_path) == (0, {"i": 0})
     restored = ckpt.restore(tmp_path, 0, _zeros_like(_state()))
     assert int(restored["count"]) == 7
 

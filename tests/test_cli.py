@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dreamerjax.run.records import read_records
+from dreamerjax.tools import args as cli_args
 from dreamerjax.tools import cli
 
 SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo", "merge")
@@ -65,7 +66,7 @@ def test_small_argv_is_small_config(tmp_path):
 
     for steps in (240, 160):
         args = cli.parse(["train", *small_argv(steps), "--out", str(tmp_path / "r")])
-        assert cli.config_from_args(args.validate()) == small_config(steps=steps)
+        assert cli_args.config_from_args(args.validate()) == small_config(steps=steps)
 
 
 def _train_error(argv, capsys):
@@ -222,7 +223,7 @@ def test_demo_runs(tmp_path, capsys):
         recs[-1]["eval_mean"] >= cli.DEMO_LEARNED  # a lucky draw ends at its target
     config = json.loads((out / "config.json").read_text())
     assert (config["run"]["train_ratio"], config["run"]["batch_size"]) == (
-        cli.DEMO_RUN["train_ratio"], 8)
+        cli_args.DEMO_RUN["train_ratio"], 8)
     for name in ("curves.png", "episode.mp4"):
         assert (out / name).stat().st_size > 0
     assert any((out / "report").iterdir())  # written at the run's last log point

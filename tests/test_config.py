@@ -7,7 +7,10 @@ import typing
 
 import pytest
 
+from dreamerjax.config import docs_tables as config_docs
+from dreamerjax.config import dotted as D
 from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
 from dreamerjax.config.defaults import (
     DEFAULT_SIZE,
     SIZES,
@@ -18,6 +21,7 @@ from dreamerjax.config.defaults import (
     replay_rows_per_env,
     tiny_agent_config,
 )
+from dreamerjax.tools import args as cli_args
 
 # The reference's resolved values for `--configs dmc_proprio size12m --set
 # run.train_ratio=256`, every key that applies here, read from configs.yaml @29eb964:
@@ -113,11 +117,11 @@ UNITS_KEYS = ("enc.simple.units", "dec.simple.units", "rewhead.units", "conhead.
 
 def _resolved_view(config: Config) -> dict:
     """The dotted form plus the one implemented value of every FIXED key."""
-    return C.to_dotted(config) | {k: v for k, (v, _) in C.FIXED.items()}
+    return D.to_dotted(config) | {k: v for k, (v, _) in C.FIXED.items()}
 
 
 def test_dmc_proprio_size12m_matches_the_reference_table():
-    config, _ = C.resolve(["dmc_proprio", "size12m"], ["run.train_ratio=256"])
+    config, _ = R.resolve(["dmc_proprio", "size12m"], ["run.train_ratio=256"])
     ours = _resolved_view(config)
     table = dict(DMC_PROPRIO_12M_256)
     # Every reference key that applies here is in the table (no key skipped).
@@ -144,8 +148,8 @@ def test_fixed_keys_hold_the_references_defaults():
 @pytest.mark.parametrize("name", list(REFERENCE_SIZES))
 def test_size_presets_have_the_references_widths(name):
     deter, hidden, classes, depth, units = REFERENCE_SIZES[name]
-    config, _ = C.resolve([f"size{name}"])
-    flat = C.to_dotted(config)
+    config, _ = R.resolve([f"size{name}"])
+    flat = D.to_dotted(config)
     assert (flat["dyn.rssm.deter"], flat["dyn.rssm.hidden"], flat["dyn.rssm.classes"]) == (
         deter, hidden, classes)
     assert flat["enc.simple.depth"] == flat["dec.simple.depth"] == depth
@@ -153,38 +157,37 @@ def test_size_presets_have_the_references_widths(name):
     assert flat["dyn.rssm.stoch"] == 32 and flat["dyn.rssm.blocks"] == 8
     assert config.agent == agent_config(name) and config.size == name
     # --size is the same named config.
-    assert C.resolve(size=name)[0] == config
+    assert R.resolve(size=name)[0] == config
 
 
 def test_size1m_and_tiny_are_ours_and_equal_the_presets():
-    assert C.resolve(["size1m"])[0].agent == agent_config("1m")
-    tiny, _ = C.resolve(tiny=True)
+    assert R.resolve(["size1m"])[0].agent == agent_config("1m")
+    tiny, _ = R.resolve(tiny=True)
     assert tiny.agent == tiny_agent_config() and tiny.size == "tiny"
     assert set(SIZES) == {"1m", *REFERENCE_SIZES}
 
 
 def test_one_default_size():
-    from dreamerjax.tools import cli
 
-    assert Config().size == DEFAULT_SIZE == cli.DEFAULT_SIZE == "1m"
+    assert Config().size == DEFAULT_SIZE == cli_args.DEFAULT_SIZE == "1m"
     assert Config().agent == agent_config(DEFAULT_SIZE)
-    assert C.resolve()[0] == Config()
+    assert R.resolve()[0] == Config()
 
 
 def test_suite_presets():
-    atari, _ = C.resolve(["atari"])  # configs.yaml:192-199
+    atari, _ = R.resolve(["atari"])  # configs.yaml:192-199
     assert atari.env.atari.size == (96, 96) and atari.run.env == "atari_pong"
     assert atari.agent.enc.minres == atari.agent.dec.minres == 6
     assert atari.run.steps == 51_000_000 and atari.size == "1m"
-    a100k, _ = C.resolve(["atari100k"])  # :211-218
+    a100k, _ = R.resolve(["atari100k"])  # :211-218
     assert (a100k.run.steps, a100k.run.num_envs, a100k.run.train_ratio) == (110_000, 1, 256.0)
-    crafter, _ = C.resolve(["crafter"])  # :220-230
+    crafter, _ = R.resolve(["crafter"])  # :220-230
     assert (crafter.run.env, crafter.run.num_envs, crafter.run.train_ratio,
             crafter.run.steps) == ("crafter_reward", 1, 512.0, 1_100_000)
-    vision, _ = C.resolve(["dmc_vision"])  # :239-245
+    vision, _ = R.resolve(["dmc_vision"])  # :239-245
     assert vision.size == "12m" and vision.run.steps == 600_000 and vision.env.dmc.image
-    debug, _ = C.resolve(["debug"])  # :275-288
-    flat = C.to_dotted(debug)
+    debug, _ = R.resolve(["debug"])  # :275-288
+    flat = D.to_dotted(debug)
     assert (flat["batch_size"], flat["batch_length"], flat["replay.size"],
             flat["run.num_envs"], flat["run.train_ratio"], flat["wrapper.length"]) == (
         4, 12, 10_000, 4, 8.0, 100)
@@ -200,19 +203,19 @@ def test_suite_presets():
 
 
 def test_configs_compose_left_to_right():
-    a, _ = C.resolve(["size50m", "size12m"])
-    b, _ = C.resolve(["size12m", "size50m"])
+    a, _ = R.resolve(["size50m", "size12m"])
+    b, _ = R.resolve(["size12m", "size50m"])
     assert a.agent.rssm.deter == 2048 and b.agent.rssm.deter == 4096
     # A size preset after a suite preset replaces only the widths.
-    c, _ = C.resolve(["dmc_proprio", "size50m"])
+    c, _ = R.resolve(["dmc_proprio", "size50m"])
     assert c.size == "50m" and c.run.steps == 300_000 and not c.env.dmc.image
 
 
 def test_set_parses_yaml_values_and_regex_keys():
-    config, prov = C.resolve(sets=[r".*\.units=100", "env.atari.size=[80, 80]",
+    config, prov = R.resolve(sets=[r".*\.units=100", "env.atari.size=[80, 80]",
                                    "run.steps=3e5", "enc.simple.mults=1,2",
                                    "contdisc=False", "opt.lr=1e-4"])
-    flat = C.to_dotted(config)
+    flat = D.to_dotted(config)
     assert all(flat[k] == 100 for k in UNITS_KEYS)
     assert config.env.atari.size == (80, 80) and config.agent.enc.mults == (1, 2)
     assert config.run.steps == 300_000 and isinstance(config.run.steps, int)
@@ -227,29 +230,29 @@ def test_yaml_reads_as_the_references_yaml_1_2(tmp_path):
     `advnorm: {impl: off}` is the string 'off' (the one value implemented), not False."""
     path = tmp_path / "c.yaml"
     path.write_text("advnorm: {impl: off}\ncontdisc: false\nrun: {steps: 1.1e5}\n")
-    config, prov = C.resolve(config_file=path)
+    config, prov = R.resolve(config_file=path)
     assert prov.origin["contdisc"] == f"--config {path}" and config.agent.contdisc is False
     assert config.run.steps == 110_000
     with pytest.raises(C.ConfigError, match="advnorm.impl"):
-        C.resolve(sets=["advnorm.impl=on"])
+        R.resolve(sets=["advnorm.impl=on"])
     with pytest.raises(C.ConfigError, match="contdisc: expects bool, got 'yes'"):
-        C.resolve(sets=["contdisc=yes"])
+        R.resolve(sets=["contdisc=yes"])
 
 
 def test_regex_matching_as_the_reference():
     # --set matches the whole key (flags.py:78-83); files and named configs match from
     # the start of a key (config.py:113-117), so `dyn\.rssm\.(deter|hid)` reaches hidden.
     pattern = r"dyn\.rssm\.(deter|hid)"
-    by_set, _ = C.resolve(sets=[f"{pattern}=1024"])
+    by_set, _ = R.resolve(sets=[f"{pattern}=1024"])
     assert (by_set.agent.rssm.deter, by_set.agent.rssm.hidden) == (1024, 64)
     with pytest.raises(C.ConfigError, match="matches no key"):
-        C.resolve(sets=[r"dyn\.rssm\.hid=3"])
+        R.resolve(sets=[r"dyn\.rssm\.hid=3"])
 
 
 def test_regex_prefix_match_in_files(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("dyn\\.rssm\\.(deter|hid): 1024\n")
-    config, _ = C.resolve(config_file=path)
+    config, _ = R.resolve(config_file=path)
     assert (config.agent.rssm.deter, config.agent.rssm.hidden) == (1024, 1024)
 
 
@@ -257,7 +260,7 @@ def test_precedence(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"run": {"steps": 40000, "train_ratio": 64},
                                 "dyn.rssm": {"deter": 1024}, "batch_size": 8}))
-    config, prov = C.resolve(["size12m"], ["run.train_ratio=128"], path, steps=60000,
+    config, prov = R.resolve(["size12m"], ["run.train_ratio=128"], path, steps=60000,
                              eval_every=None)
     assert config.run.batch_size == 8  # the file alone sets it
     assert config.agent.rssm.deter == 2048  # --configs after the file
@@ -267,12 +270,12 @@ def test_precedence(tmp_path):
                            "--set run.train_ratio=128", "--steps")
     assert prov.origin["batch_size"] == f"--config {path}"
     # --size comes after --configs, so --set still overrides its widths.
-    sized, _ = C.resolve(["dmc_proprio"], [r".*\.units=32"], size="50m")
+    sized, _ = R.resolve(["dmc_proprio"], [r".*\.units=32"], size="50m")
     assert sized.agent.actor.units == 32 and sized.agent.rssm.deter == 4096
 
 
 def test_cli_flags_map_to_keys():
-    config, _ = C.resolve(env="Pendulum-v1", steps=4000, eval_every=400, eval_episodes=3,
+    config, _ = R.resolve(env="Pendulum-v1", steps=4000, eval_every=400, eval_episodes=3,
                           num_envs=8, train_ratio=32.0, checkpoint_every=0,
                           twohot_mean="pairsum", cnn_mults=(1, 2), cnn_minres=5,
                           data_devices=2)
@@ -288,17 +291,17 @@ def test_cli_flags_map_to_keys():
 
 
 def test_dotted_json_and_run_config_round_trip(tmp_path):
-    config, _ = C.resolve(["debug"], ["opt.lr=3e-4", "twohot_mean=pairsum"])
+    config, _ = R.resolve(["debug"], ["opt.lr=3e-4", "twohot_mean=pairsum"])
     dotted = tmp_path / "dotted.json"
-    dotted.write_text(C.dotted_json(config))
-    assert C.resolve(config_file=dotted)[0] == config
+    dotted.write_text(D.dotted_json(config))
+    assert R.resolve(config_file=dotted)[0] == config
     yml = tmp_path / "dotted.yaml"
-    C.dump(config, yml)
-    assert C.resolve(config_file=yml)[0] == config
+    D.dump(config, yml)
+    assert R.resolve(config_file=yml)[0] == config
     # A run's own config.json (the field form the driver writes, with its seeds).
     run_file = tmp_path / "config.json"
     run_file.write_text(json.dumps(config.to_dict() | {"seeds": [0, 1]}))
-    assert C.resolve(config_file=run_file)[0] == config
+    assert R.resolve(config_file=run_file)[0] == config
 
 
 def test_old_run_config_without_new_fields_loads(tmp_path):
@@ -320,14 +323,14 @@ def test_files_of_earlier_runs_with_a_retired_key_load(tmp_path):
     old["run"]["protocol"] = True
     assert from_dict(old) == Config()
     dotted = {k: list(v) if isinstance(v, tuple) else v
-              for k, v in C.to_dotted(Config()).items()}
-    assert C.from_mapping({**dotted, "run.protocol": True}) == Config()
+              for k, v in D.to_dotted(Config()).items()}
+    assert R.from_mapping({**dotted, "run.protocol": True}) == Config()
     path = tmp_path / "old.yaml"
     path.write_text("run.protocol: true\nrun.steps: 4000\n")
-    assert C.load_file(path) == {"run.steps": 4000}
-    assert C.resolve(config_file=path)[0].run.steps == 4000
+    assert D.load_file(path) == {"run.steps": 4000}
+    assert R.resolve(config_file=path)[0].run.steps == 4000
     with pytest.raises(C.ConfigError, match=r"run.protocol.*`dreamerjax compare` reads any"):
-        C.resolve(sets=["run.protocol=true"])
+        R.resolve(sets=["run.protocol=true"])
 
 
 def test_every_field_has_one_key():
@@ -348,7 +351,7 @@ def test_every_field_has_one_key():
 
 def _error(*args, **kwargs) -> str:
     with pytest.raises(C.ConfigError) as e:
-        C.resolve(*args, **kwargs)
+        R.resolve(*args, **kwargs)
     message = str(e.value)
     assert "\n" not in message
     return message
@@ -389,7 +392,7 @@ def test_keys_without_meaning_here_are_refused_with_the_reason():
         sets=["jax.param_dtype=bfloat16"])
     assert "only 'silu' is implemented" in _error(sets=[r".*\.act=gelu"])
     # The one implemented value is accepted (a reference config that states it loads).
-    C.resolve(sets=["dyn.rssm.act=silu", "replay.fracs.uniform=1", "opt.wd=0"])
+    R.resolve(sets=["dyn.rssm.act=silu", "replay.fracs.uniform=1", "opt.wd=0"])
 
 
 def test_replay_rows_per_env():
@@ -400,8 +403,8 @@ def test_replay_rows_per_env():
 
 
 def test_describe_prints_precedence_and_origins():
-    config, prov = C.resolve(["size12m"], ["opt.lr=1e-4"])
-    text = C.describe(config, prov)
+    config, prov = R.resolve(["size12m"], ["opt.lr=1e-4"])
+    text = config_docs.describe(config, prov)
     assert text.startswith("Precedence: defaults < --config FILE < --configs")
     assert "Layers applied: defaults < --configs size12m < --set opt.lr=1e-4" in text
     line = next(x for x in text.splitlines() if x.strip().startswith("opt.lr "))
@@ -412,7 +415,7 @@ def test_docs_hold_the_key_tables():
     from pathlib import Path
 
     page = (Path(__file__).parent.parent / "docs" / "config.md").read_text()
-    assert page.endswith(C.markdown_tables())
+    assert page.endswith(config_docs.markdown_tables())
 
 
 def _reference_count(config: Config, obs: int, act: int, discrete: bool) -> dict:
@@ -460,7 +463,7 @@ def test_parameter_counts_match_the_references_formula(configs, flags, space, to
     from dreamerjax.algo import agent as agent_lib
     from dreamerjax.run import setup as setup_lib
 
-    config, _ = C.resolve(configs, **flags)
+    config, _ = R.resolve(configs, **flags)
     spaces = setup_lib.make_setup(config).spaces
     params = jax.eval_shape(lambda k: agent_lib.init_params(k, config.agent, spaces),
                             jax.random.PRNGKey(0))
@@ -474,14 +477,14 @@ def test_reference_style_key_flags_become_sets():
     argv = ["train", "--configs", "crafter", "size50m", "--run.train_ratio", "32",
             "--batch_size=8", r"--.*\.units", "64", "--env.atari.size", "96", "96",
             "--steps", "100", "--out", "x"]
-    assert C.rewrite_key_flags(argv, own) == [
+    assert R.rewrite_key_flags(argv, own) == [
         "train", "--configs", "crafter", "size50m", "--set", "run.train_ratio=32",
         "--set", "batch_size=8", "--set", r".*\.units=64", "--set", "env.atari.size=96,96",
         "--steps", "100", "--out", "x"]
-    config, _ = C.resolve(["crafter", "size50m"], ["run.train_ratio=32", "env.atari.size=96,96"])
+    config, _ = R.resolve(["crafter", "size50m"], ["run.train_ratio=32", "env.atari.size=96,96"])
     assert config.run.train_ratio == 32.0 and config.env.atari.size == (96, 96)
     with pytest.raises(C.ConfigError, match="needs a value"):
-        C.rewrite_key_flags(["--run.steps", "--out", "x"], own)
+        R.rewrite_key_flags(["--run.steps", "--out", "x"], own)
 
 
 def test_a_checkpoint_from_before_the_dec_scales_resumes():
@@ -502,11 +505,12 @@ def test_config_checks_do_not_import_jax():
     import subprocess
     import sys
 
-    from dreamerjax.algo.numerics import TWOHOT_MEANS
+    from dreamerjax.algo import numerics
+    from dreamerjax.config import defaults
 
-    assert C.TWOHOT_MEANS == tuple(TWOHOT_MEANS)
-    code = ("import sys; from dreamerjax.config import keys as configs; "
-            "configs.resolve(['dmc_proprio'], ['opt.lr=1e-4']); "
+    assert defaults.TWOHOT_MEANS == tuple(numerics.TWOHOT_MEANS)
+    code = ("import sys; from dreamerjax.config import resolve; "
+            "resolve.resolve(['dmc_proprio'], ['opt.lr=1e-4']); "
             "assert 'jax' not in sys.modules, 'jax imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -514,11 +518,11 @@ def test_config_checks_do_not_import_jax():
 def test_dmc_vision_encodes_and_decodes_only_the_image():
     """configs.yaml:244-245 @29eb964: dmc_vision sets enc.spaces and dec.spaces to 'image'
     (the env also emits the proprioceptive keys)."""
-    from dreamerjax.config import keys as configs
+    from dreamerjax.config import resolve as R
 
-    config, _ = configs.resolve(["dmc_vision"])
+    config, _ = R.resolve(["dmc_vision"])
     assert (config.agent.enc_spaces, config.agent.dec_spaces) == ("image", "image")
-    config, _ = configs.resolve(["dmc_proprio"])
+    config, _ = R.resolve(["dmc_proprio"])
     assert (config.agent.enc_spaces, config.agent.dec_spaces) == (".*", ".*")
 
 
@@ -534,17 +538,17 @@ def test_dmc_vision_encodes_and_decodes_only_the_image():
 ])
 def test_train_devices_are_checked_by_key(sets, match):
     with pytest.raises(C.ConfigError, match=match):
-        C.resolve(sets=sets)
+        R.resolve(sets=sets)
 
 
 def test_train_devices_and_heads_mesh_resolve():
-    config, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=2,-1,1"],
+    config, _ = R.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=2,-1,1"],
                           reference="e3f0224")
     assert config.run.train_devices == (0, 1, 2, 3)
     from dreamerjax.config.defaults import data_devices, fsdp_devices, mesh_shape
     assert data_devices(config.run) == 4 and mesh_shape(config.run) == (2, 2, 1)
     assert fsdp_devices(config.run) == 2
-    plain, _ = C.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=-1,1,1"])
+    plain, _ = R.resolve(sets=["jax.train_devices=[0,1,2,3]", "jax.train_mesh=-1,1,1"])
     assert mesh_shape(plain.run) == (4, 1, 1) and fsdp_devices(plain.run) == 1
-    head, _ = C.resolve(sets=["jax.train_devices=[0,1]"], reference="e3f0224")
+    head, _ = R.resolve(sets=["jax.train_devices=[0,1]"], reference="e3f0224")
     assert head.run.train_devices == (0, 1)

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
+from dreamerjax.tools import args as cli_args
 from dreamerjax.tools import cli
 
 
@@ -85,12 +86,12 @@ def test_train_validates_the_resolved_config_before_compiling(tmp_path, capsys):
     # A preset's steps and the schedule: 3e5 rows, log points every 2000 rows: fine.
     args = cli.parse(["train", "--configs", "dmc_proprio", "--env", "CartPole-v1",
                       "--out", str(out)]).validate()
-    config = cli.config_from_args(args)
+    config = cli_args.config_from_args(args)
     assert config.run.steps == 300_000 and config.size == "12m"
     assert config.run.env == "CartPole-v1"
     # A preset's task is not replaced by the default env.
     args = cli.parse(["train", "--configs", "crafter", "--out", str(out)]).validate()
-    assert cli.config_from_args(args).run.env == "crafter_reward"
+    assert cli_args.config_from_args(args).run.env == "crafter_reward"
     # The schedule is checked on the resolved steps.
     assert cli.main(["train", "--set", "run.steps=3000", "--out", str(out)]) == 2
     assert "divide" in capsys.readouterr().err
@@ -122,7 +123,7 @@ def test_resume_applies_the_keys_that_may_change(tmp_path):
     (run / "config.json").write_text(json.dumps(Config(size="1m").to_dict() | {"seeds": [0]}))
     for argv in (["--logger.outputs", "jsonl", "mlflow"],
                  ["--set", "logger.outputs=jsonl,mlflow"]):
-        argv = C.rewrite_key_flags(argv, ["set"])  # as cli.main reads the reference's form
+        argv = R.rewrite_key_flags(argv, ["set"])  # as cli.main reads the reference's form
         args = cli.parse(["train", "--resume", str(run), "--checkpoint-every", "0",
                           "--steps", "20000", *argv]).validate()
         config, seeds = cli.resume_config(args)
@@ -134,6 +135,6 @@ def test_resume_applies_the_keys_that_may_change(tmp_path):
 def test_cli_and_resolve_agree():
     args = cli.parse(["train", "--configs", "debug", "--set", "opt.lr=1e-3", "--steps",
                       "4000", "--eval-every", "400", "--out", "/nonexistent/x"])
-    config = cli.config_from_args(args)
-    want, _ = C.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
+    config = cli_args.config_from_args(args)
+    want, _ = R.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
     assert config == want

@@ -4,13 +4,15 @@ their make functions; unknown keys and bad values are refused by name."""
 import pytest
 
 from dreamerjax import envs
+from dreamerjax.config import dotted as D
 from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
 from dreamerjax.config.defaults import Config
 from dreamerjax.run import setup as setup_lib
 
 
 def test_compiled_suites_sections_and_defaults():
-    flat = C.to_dotted(Config())
+    flat = D.to_dotted(Config())
     assert flat["env.craftax.size"] == (64, 64)
     assert flat["env.playground.repeat"] == 2 and flat["env.playground.impl"] == "jax"
     assert flat["env.brax.backend"] == "generalized" and flat["env.brax.repeat"] == 1
@@ -27,7 +29,7 @@ def test_compiled_suites_sections_and_defaults():
     ("gymnax_CartPole-v1", ["env.brax.repeat=3"], {}),  # only the run's suite is read
 ])
 def test_set_reaches_the_suites_make(env_id, sets, want, monkeypatch):
-    config, prov = C.resolve(sets=sets, tiny=True, env=env_id)
+    config, prov = R.resolve(sets=sets, tiny=True, env=env_id)
     assert envs.suite_options(config.env, env_id) == want
     seen = {}
 
@@ -39,12 +41,12 @@ def test_set_reaches_the_suites_make(env_id, sets, want, monkeypatch):
     with pytest.raises(LookupError):
         setup_lib.make_setup(config)
     assert seen == want
-    assert prov.origin[C.parse_set(sets[0])[0]].startswith("--set")
+    assert prov.origin[R.parse_set(sets[0])[0]].startswith("--set")
 
 
 def test_craftax_size_sets_the_stored_image():
     pytest.importorskip("craftax")
-    config, _ = C.resolve(sets=["env.craftax.size=[32,48]"], tiny=True,
+    config, _ = R.resolve(sets=["env.craftax.size=[32,48]"], tiny=True,
                           env="craftax_Craftax-Classic-Pixels-v1")
     spec = envs.make_env(config.run.env, 0, dict_obs=True,
                          **envs.suite_options(config.env, config.run.env))
@@ -62,5 +64,5 @@ def test_craftax_size_sets_the_stored_image():
 ])
 def test_bad_suite_keys_are_refused_by_name(setting, words):
     with pytest.raises(C.ConfigError) as info:
-        C.resolve(sets=[setting], tiny=True, env="craftax_Craftax-Classic-Pixels-v1")
+        R.resolve(sets=[setting], tiny=True, env="craftax_Craftax-Classic-Pixels-v1")
     assert words in str(info.value)

@@ -9,7 +9,8 @@ from _runs import STEPS, small_config
 
 from dreamerjax import envs
 from dreamerjax.run import checkpoint, driver, records
-from dreamerjax.run.setup import make_setup
+from dreamerjax.run.plan import make_plan
+from dreamerjax.run.trainers import make_trainer
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,8 @@ def test_records_carry_the_continuous_actor_metrics(pendulum):
 
 def test_stored_actions_inside_bounds_and_mapped_to_the_env(pendulum):
     out, cfg = pendulum
-    trainer = driver.make_trainer(make_setup(cfg), (0,))
-    index, _ = checkpoint.latest(out)
+    trainer = make_trainer(make_plan(cfg, (0,)))
+    index, _ = checkpoint.latest_verified(out)
     states = checkpoint.restore(out, index, trainer.abstract_state())
     actions = np.asarray(states.replay.data["action"])  # [seeds, envs, capacity, 1]
     rows = int(np.asarray(states.replay.count).min())

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import pytest
 from _runs import at_head, small_config
 
-from dreamerjax.run import driver
-from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.plan import make_plan
+from dreamerjax.run.trainers import make_trainer
 
 
 def chunk_program(cfg):
@@ -26,7 +26,7 @@ def chunk_program(cfg):
     run's own trainer builds them, with the seeds vmapped as on an accelerator (XLA:CPU
     resolves run.seed_loop 'auto' to host threads)."""
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, seed_loop="vmap"))
-    trainer = driver.make_trainer(setup_lib.make_setup(cfg), (0,))
+    trainer = make_trainer(make_plan(cfg, (0,)))
     return trainer._chunk, (trainer.abstract_state(), trainer.owed(1))
 
 

@@ -31,6 +31,8 @@ SCRIPT = textwrap.dedent("""
     from dreamerjax.algo import agent as agent_lib, normalize
     from dreamerjax.tools.parity import agent_checks as ac
     from dreamerjax.run import driver, setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
     from _runs import small_config
 
     out, res = sys.argv[2], {"device_count": jax.device_count()}
@@ -94,7 +96,7 @@ SCRIPT = textwrap.dedent("""
     res["records"] = [{k: r[k] for k in ("seed", "rows", "updates", "eval_returns")}
                       for r in recs]
     res["opt_loss"] = [r["train"]["opt_loss"] for r in recs]
-    tr = driver.make_trainer(setup_lib.make_setup(run_cfg), (0, 1), devices=2)
+    tr = make_trainer(make_plan(run_cfg, (0, 1), 2))
     st = tr.abstract_state()
     res["mesh"] = dict(tr.mesh.shape)
     res["replay_spec"] = [list(x.sharding.spec) for x in jax.tree.leaves(st.replay.data)][:1]

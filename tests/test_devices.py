@@ -23,6 +23,8 @@ SCRIPT = textwrap.dedent("""
     import jax.numpy as jnp
     from dreamerjax.run import driver, loop as train
     from dreamerjax.run import records, setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
 
     out = sys.argv[1]
     sys.path.insert(0, sys.argv[2])  # tests/, for the shared small run
@@ -41,7 +43,7 @@ SCRIPT = textwrap.dedent("""
                                     progress=False, compile_cache=False).records
     res["episodes_2"] = records.read_episodes(os.path.join(out, "d2"))
 
-    tr = driver.make_trainer(setup_lib.make_setup(cfg), (0, 1), devices=2)
+    tr = make_trainer(make_plan(cfg, (0, 1), 2))
     st = tr.init()
     res["init_shardings"] = specs(st)
     res["init_mesh"] = [dict(tr.sharding.mesh.shape), list(tr.sharding.mesh.axis_names)]

@@ -14,11 +14,14 @@ import time
 import jax
 import numpy as np
 import pytest
-from _runs import STEPS, small_config
+from _runs import STEPS, read_scalars, small_config
 
-from dreamerjax.config.keys import ConfigError, make_config
-from dreamerjax.run import checkpoint, driver, records
+from dreamerjax.config.keys import ConfigError
+from dreamerjax.config.resolve import make_config
+from dreamerjax.run import checkpoint, driver, records, rundir
+from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup
+from dreamerjax.run.trainers import make_trainer
 
 _cfg = small_config
 EVERY = 80  # rows between log points (tests/_runs.py)
@@ -76,7 +79,7 @@ def test_records_schedule_and_schema(whole):
 
 
 def test_tensorboard_holds_every_record_once(whole):
-    points = records.read_scalars(whole)
+    points = read_scalars(whole)
     for seed in (0, 1):
         evals = [(step, v) for tag, step, v in points[seed] if tag == "eval/eval_mean"]
         want = [(r["rows"], pytest.approx(r["eval_mean"]))
@@ -110,7 +113,7 @@ def test_resume_grown_steps_and_crash_leftovers_equal_the_whole_run(tmp_path):
     assert _strip(records.read_records(whole)) == _strip(records.read_records(out))
     assert records.read_episodes(whole) == records.read_episodes(out)
     assert json.loads((out / "config.json").read_text())["run"]["steps"] == STEPS
-    a, b = records.read_scalars(whole), records.read_scalars(out)
+    a, b = read_scalars(whole), read_scalars(out)
     assert {s: sorted(p) for s, p in a.items()} == {s: sorted(p) for s, p in b.items()}
 
 
@@ -245,15 +248,16 @@ def test_bad_config_is_refused_before_compiling(tmp_path):
     with pytest.raises(ConfigError, match=r"run.eval_every_rows: 800 must divide run.steps"):
         make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800)
     # A Config built in Python (not resolved) meets the same one check (configs.validate)
-    # in make_setup and in train, seeds included, before anything is built or written.
+    # in the run's plan (make_plan, which train makes), seeds included, before anything
+    # is built or written.
     out = tmp_path / "run"
     bad = dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run, steps=2040))
-    for call in (lambda: make_setup(bad), lambda: _train(bad, out)):
+    for call in (lambda: make_plan(bad, (0,)), lambda: _train(bad, out)):
         with pytest.raises(ConfigError, match=r"run.eval_every_rows: 80 must divide run.steps"):
             call()
     with pytest.raises(ConfigError, match=r"run.num_envs: expects int, got 8.0"):
-        make_setup(dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run,
-                                                                       num_envs=8.0)))
+        make_plan(dataclasses.replace(_cfg(), run=dataclasses.replace(_cfg().run,
+                                                                      num_envs=8.0)), (0,))
     with pytest.raises(ConfigError, match=r"seeds: must be unique; repeated: \[0\]"):
         _train(_cfg(), out, seeds=(0, 1, 0))
     assert not out.exists()
@@ -263,7 +267,7 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
     """A state restored from a checkpoint is placed as a fresh one is, so a resume runs the
     program the run compiled (loaded from the compilation cache) instead of compiling a
     second one annotated with the restored arrays' placement."""
-    trainer = driver.make_trainer(make_setup(_cfg()), (0, 1))
+    trainer = make_trainer(make_plan(_cfg(), (0, 1)))
     fresh = trainer.init()
     index, _ = checkpoint.latest_verified(whole)
     restored = checkpoint.restore(whole, index, trainer.abstract_state())
@@ -279,7 +283,7 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
 
 
 def test_eval_of_a_run_uses_its_latest_checkpoint(whole):
-    rows = driver.evaluate_run(str(whole), episodes=2)
+    rows = rundir.evaluate_run(str(whole), episodes=2)
     assert [r["seed"] for r in rows] == [0, 1]
     assert all(len(r["returns"]) == 2 and r["mean"] > 0 for r in rows)
     assert os.path.isdir(whole / "checkpoints")
@@ -293,7 +297,7 @@ def test_open_loop_report_and_videos(whole, tmp_path):
     assert png.exists() and iio.imread(png).shape[-1] in (3, 4)
     assert (whole / "report" / "openl_vector_heatmap.png").exists()
     for name in ("episode.gif", "episode.mp4"):
-        files = driver.eval_artifacts(str(whole), report=True, video=tmp_path / name)
+        files = rundir.eval_artifacts(str(whole), report=True, video=tmp_path / name)
         assert tmp_path / name in files and png in files
         frames = iio.imread(tmp_path / name)
         assert frames.ndim == 4 and frames.shape[1:3] == (256, 256) and len(frames) >= 10

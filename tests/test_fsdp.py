@@ -29,6 +29,8 @@ SCRIPT = textwrap.dedent("""
     import jax
     sys.path.insert(0, sys.argv[1])
     from dreamerjax.run import checkpoint as ckpt, driver, records, setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
     from dreamerjax.run.policy import load_policy
     from _runs import at_head, small_config
 
@@ -64,7 +66,7 @@ SCRIPT = textwrap.dedent("""
                 res["metric_rel_diff"][k] = max(res["metric_rel_diff"].get(k, 0.0), diff)
 
     # How the state lies: a leaf split by the rule, its optimiser moments alike.
-    trainer = driver.make_trainer(setup_lib.make_setup(config("1,2,1")), (0,))
+    trainer = make_trainer(make_plan(config("1,2,1"), (0,)))
     state = trainer.init()
     res["mesh"] = dict(trainer.mesh.shape)
     kernel = state.agent.params["rew"]["h0"]["kernel"]  # [1, 80, 16]
@@ -83,7 +85,7 @@ SCRIPT = textwrap.dedent("""
 
     # The checkpoint: whole parameters, restored into slices; the policy reads them whole.
     run_dir = os.path.join(out, "fsdp")
-    index, _ = ckpt.latest(run_dir)
+    index, _ = ckpt.latest_verified(run_dir)
     restored = ckpt.restore(run_dir, index, trainer.abstract_state())
     res["restored_spec"] = [str(x) for x in
                             restored.agent.params["rew"]["h0"]["kernel"].sharding.spec]
@@ -111,8 +113,7 @@ SCRIPT = textwrap.dedent("""
         host_data = train("2,1,1", "host_data", "gym_CartPole-v1")
         host_sliced = train("1,2,1", "host_fsdp", "gym_CartPole-v1")
         hd, hs = leaves(host_data.params[0]), leaves(host_sliced.params[0])
-        host_trainer = driver.make_trainer(
-            setup_lib.make_setup(config("1,2,1", "gym_CartPole-v1")), (0,))
+        host_trainer = make_trainer(make_plan(config("1,2,1", "gym_CartPole-v1"), (0,)))
         host_kernel = host_trainer.init().agent.params["rew"]["h0"]["kernel"]
         res["host"] = {
             "records": [[{k: r[k] for k in ("rows", "updates", "eval_returns")}

@@ -26,7 +26,8 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     import jax
     sys.path.insert(0, sys.argv[1])
-    from dreamerjax.run import driver, setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
     from _runs import at_head, small_config
 
     def trainer_of(mesh):
@@ -34,7 +35,7 @@ SCRIPT = textwrap.dedent("""
         cfg = at_head(small_config("CartPole-v1"))
         cfg = dataclasses.replace(cfg, run=dataclasses.replace(
             cfg.run, train_devices=(0, 1, 2, 3), train_mesh=mesh))
-        return driver.make_trainer(setup_lib.make_setup(cfg), (0,))
+        return make_trainer(make_plan(cfg, (0,)))
 
     LOGS = 3  # log intervals of 80 rows: HEAD's gate opens in the third
     res = {"device_count": jax.device_count(), "params": {}, "updates": {}, "specs": {}}

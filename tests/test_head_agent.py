@@ -11,6 +11,8 @@ from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
 from dreamerjax.config.defaults import HEAD_REF, Reference, head_defaults, tiny_agent_config
+from dreamerjax.data import schema
+from dreamerjax.tools import args as cli_args
 
 IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
@@ -43,7 +45,7 @@ def test_head_update_runs_finite(dtype):
     # One compiled init (eagerly, each of its ops compiles on its own: slower).
     state0 = jax.jit(lambda k: A.init(k, cfg, IMG))(jax.random.PRNGKey(0))
     state = state0
-    specs = A.batch_specs(cfg, IMG, 2, 5)
+    specs = schema.batch_spec(IMG, cfg.rssm.deter, cfg.rssm.stoch, 2, 5)
     rng = np.random.default_rng(0)
     batch = jax.tree.map(lambda s: jnp.asarray(rng.integers(0, 2, s.shape).astype(s.dtype)),
                          specs)
@@ -80,7 +82,7 @@ def test_image_geometry_is_checked_per_version_before_building():
     def setup(*flags):
         argv = ["train", *small_argv(), "--env", "gymnax_Breakout-MinAtar", *flags,
                 "--out", "/nonexistent/run"]
-        return make_setup(cli.config_from_args(cli.parse(argv).validate()))
+        return make_setup(cli_args.config_from_args(cli.parse(argv).validate()))
 
     with pytest.raises(ValueError, match=r"does not reach minres 4 .* --cnn-mults 1 2 "
                                          r"--cnn-minres 5"):

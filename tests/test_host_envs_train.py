@@ -9,7 +9,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from _runs import at_head, small_config  # noqa: E402
 
 from dreamerjax.config.defaults import HEAD_REF, REF_29EB964  # noqa: E402
-from dreamerjax.config.keys import make_config  # noqa: E402
+from dreamerjax.config.resolve import make_config  # noqa: E402
 from dreamerjax.envs.host import base as host_lib  # noqa: E402
 from dreamerjax.envs.host.gym import register  # noqa: E402
 from dreamerjax.run import checkpoint as ckpt  # noqa: E402
@@ -51,7 +51,7 @@ def test_host_cartpole_schedule_records_and_episodes(cartpole_run):
         prev = per_worker.get((e["seed"], e["worker"]), -1)
         assert e["row_last"] - e["length"] > prev
         per_worker[(e["seed"], e["worker"])] = e["row_last"]
-    assert ckpt.latest(out) is not None
+    assert ckpt.latest_verified(out) is not None
 
 
 def test_seeds_have_their_own_envs(cartpole_run):
@@ -106,7 +106,7 @@ def test_env_that_raises_stops_the_run_and_keeps_the_checkpoint(tmp_path):
                          tensorboard=False, callbacks=[ArmFailure()])
     finally:
         FailingCartPole.armed = False
-    found = ckpt.latest(out)
+    found = ckpt.latest_verified(out)
     assert found is not None and found[1]["rows"] == 80  # the first log point's
     assert [r["rows"] for r in records.read_records(out)] == [80, 80]  # of seeds 0 and 1
 

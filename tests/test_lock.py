@@ -59,8 +59,11 @@ def test_stale_lock_of_a_dead_process_taken_over_with_a_warning(tmp_path):
     (run / lock.LOCK_FILE).write_text(json.dumps(
         {"pid": pid, "host": "elsewhere", "since": time.time(), "argv": []}))
     warnings = []
-    with lock.hold(run, warn=warnings.append):
+    lock.acquire(run, "--resume", warnings.append)
+    try:
         assert lock.read_owner(run)["pid"] == os.getpid()
+    finally:
+        lock.release(run)
     assert len(warnings) == 1 and f"took over the stale lock of pid {pid} on host " \
         "elsewhere" in warnings[0]
     assert not (run / lock.LOCK_FILE).exists()

@@ -11,10 +11,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from _runs import small_config
+from _runs import read_scalars, small_config
 
 from dreamerjax.config.defaults import LoggerConfig
-from dreamerjax.run import driver, outputs, records
+from dreamerjax.run import driver, outputs, records, rundir
 from dreamerjax.run.setup import make_setup
 
 wandb = pytest.importorskip("wandb")
@@ -46,7 +46,7 @@ def run(tmp_path_factory):
         driver.train(_cfg(), SEEDS, str(out), stop_after_rows=STOP, **kw)
         first = outputs.read_state(out)
         driver.train(_cfg(), SEEDS, str(out), resume=True, **kw)
-        driver.eval_artifacts(str(out), video=out / "episode.mp4")
+        rundir.eval_artifacts(str(out), video=out / "episode.mp4")
     finally:
         for k, v in saved.items():
             if v is None:
@@ -202,7 +202,7 @@ def test_outputs_may_change_on_resume(tmp_path, monkeypatch):
         history = client.get_metric_history(state["mlflow"]["children"][str(seed)],
                                             "eval/eval_mean")
         assert [m.step for m in history] == ROWS[2:]
-    tb = records.read_scalars(out)
+    tb = read_scalars(out)
     for seed in SEEDS:  # each point once
         assert [step for tag, step, _ in tb[seed] if tag == "eval/eval_mean"] == ROWS
 

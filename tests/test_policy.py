@@ -11,10 +11,12 @@ import pytest
 from _runs import small_config
 
 from dreamerjax import envs as envs_lib
-from dreamerjax.config import keys as configs
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.run import loop
 from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.plan import plan_of_setup
 from dreamerjax.run.policy import FORMAT, PolicyError, export, load_policy
+from dreamerjax.run.trainers import make_trainer
 
 SEEDS = (0, 3)
 
@@ -75,10 +77,9 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
 
 @pytest.mark.parametrize("mode", ["sample", "mode"])
 def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
-    """`dreamerjax eval` (driver.evaluate_run, params read alone) and load_policy's act
-    give the same returns for the same keys: fold_in(PRNGKey(seed), EVAL_KEY_OFFSET +
-    10**6)."""
-    from dreamerjax.run import driver
+    """`dreamerjax eval` (rundir.evaluate_run, params read alone) and load_policy's act
+    give the same returns for the same keys: the evaluate_run stream's (run/streams.py)."""
+    from dreamerjax.run import streams
     from dreamerjax.tools import cli
 
     assert cli.main(["eval", str(run_dir), "--episodes", "2", "--mode", mode]) == 0
@@ -87,16 +88,13 @@ def test_policy_matches_dreamerjax_eval(run_dir, mode, capsys):
     for row in rows:
         policy = load_policy(run_dir, seed=row["seed"])
         setup = setup_lib.make_setup(policy.config)
-        key = jax.random.fold_in(jax.random.PRNGKey(row["seed"]),
-                                 driver.EVAL_KEY_OFFSET + 10**6)
+        key = streams.key(row["seed"], "evaluate_run")
         got = _play(policy, setup.spec, setup.spaces, key, 2, mode)
         assert got.tolist() == row["returns"]
 
 
 def _abstract_state(setup):
-    from dreamerjax.run import driver
-
-    trainer = driver.make_trainer(setup, SEEDS)
+    trainer = make_trainer(plan_of_setup(setup, SEEDS))
     return trainer.abstract_state()
 
 
@@ -108,7 +106,7 @@ def test_export_holds_params_and_config_only(run_dir, tmp_path):
     assert all(n.startswith("params/") for n in names if n != "__meta__")
     assert not any("opt" in n or "replay" in n or "slow" in n for n in names)
     assert meta["format"] == FORMAT and meta["seed"] == 0
-    assert configs.from_mapping(meta["config"]) == load_policy(run_dir).config
+    assert config_resolve.from_mapping(meta["config"]) == load_policy(run_dir).config
     ckpt_bytes = sum(f.stat().st_size for f in (run_dir / "checkpoints").rglob("*")
                      if f.is_file())
     assert path.stat().st_size < ckpt_bytes / 2  # one seed, no replay, no optimiser

@@ -37,15 +37,16 @@ def test_on_from_the_command_line_unless_its_flag_or_variable_says_no(monkeypatc
 
 
 def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
-    from dreamerjax.run import host_loop
+    import types
 
     ran = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
     monkeypatch.setattr(precompile, "_cache_dir", lambda: None)
-    assert precompile.precompile(object(), (0,)) is None  # --no-compile-cache
+    compiled = types.SimpleNamespace(host=False)  # what precompile reads of a plan
+    assert precompile.precompile(compiled) is None  # --no-compile-cache
     monkeypatch.setattr(precompile, "_cache_dir", lambda: "/nonexistent")
-    monkeypatch.setattr(host_loop, "is_host_setup", lambda setup: True)
-    assert precompile.precompile(object(), (0,)) is None  # gym_, atari_, dmc_, crafter_
+    host = types.SimpleNamespace(host=True)
+    assert precompile.precompile(host) is None  # gym_, atari_, dmc_, crafter_
     assert not ran
 
 

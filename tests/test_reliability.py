@@ -27,7 +27,7 @@ from pathlib import Path
 import _failpoints
 import numpy as np
 import pytest
-from _runs import small_argv
+from _runs import read_scalars, small_argv
 
 from dreamerjax.run import checkpoint, records
 from dreamerjax.run import lock as runlock
@@ -260,7 +260,7 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
     print(json.dumps({"kills": story["kills"], "resumes": story["resumes"],
                       "records": len(records.read_records(run)),
                       "episodes": len(records.read_episodes(run)),
-                      "scalars": sum(map(len, records.read_scalars(run).values()))}))
+                      "scalars": sum(map(len, read_scalars(run).values()))}))
     assert story["kills"] >= 8
 
     def strip(recs):
@@ -278,7 +278,7 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
         text = (run / name).read_text()
         assert text.endswith("\n")
         assert all(json.loads(line) for line in text.splitlines())
-    sa, sb = records.read_scalars(whole), records.read_scalars(run)
+    sa, sb = read_scalars(whole), read_scalars(run)
     assert sa.keys() == sb.keys() == {0}
     keys = [(tag, step) for tag, step, _ in sb[0]]
     assert len(keys) == len(set(keys)), "a duplicate TensorBoard point"
@@ -289,12 +289,13 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
 def test_final_state_is_bitwise_equal(story):
     import jax
 
-    from dreamerjax.run import driver
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
 
     config, seeds = records.read_run_config(story["whole"])
-    assert checkpoint.latest(story["whole"])[0] == checkpoint.latest(story["run"])[0] == 2
-    target = driver.make_trainer(setup_lib.make_setup(config), seeds).abstract_state()
+    whole, resumed = (checkpoint.latest_verified(story[k])[0] for k in ("whole", "run"))
+    assert whole == resumed == 2
+    target = make_trainer(make_plan(config, seeds)).abstract_state()
     a = checkpoint.restore(story["whole"], 2, target)
     b = checkpoint.restore(story["run"], 2, target)
 

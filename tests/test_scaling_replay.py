@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamerjax.config import keys
+from dreamerjax.config import resolve as config_resolve
+from dreamerjax.config.defaults import REFERENCES
 from dreamerjax.run import memory
 from dreamerjax.run import setup as setup_lib
 
@@ -33,7 +34,7 @@ SIZES = (None, "200m")
 def table_row(reference: str, preset: str, size: str | None) -> str:
     """The docs table's line of a preset at a reference version and model size (None: the
     preset's own)."""
-    config, _ = keys.resolve(configs=[preset], reference=reference, size=size)
+    config, _ = config_resolve.resolve(configs=[preset], reference=reference, size=size)
     setup = setup_lib.make_setup(config)
     need = memory.replay_bytes(setup, 1)
     fits = ["yes" if need <= PREALLOCATED * gb * 2**30 else "no" for gb in CARDS_GB]
@@ -43,7 +44,7 @@ def table_row(reference: str, preset: str, size: str | None) -> str:
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("reference", keys.REFERENCES)
+@pytest.mark.parametrize("reference", REFERENCES)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_replay_table_row_is_in_the_docs(preset, reference, size):
     pytest.importorskip(EXTRAS[preset])
@@ -53,6 +54,6 @@ def test_replay_table_row_is_in_the_docs(preset, reference, size):
 
 if __name__ == "__main__":  # prints the table's rows
     for preset in PRESETS:
-        for reference in keys.REFERENCES:
+        for reference in REFERENCES:
             for size in SIZES:
                 print(table_row(reference, preset, size))

@@ -8,7 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from dreamerjax.run import driver, loop
+from dreamerjax.run import loop
+from dreamerjax.run.plan import make_plan, plan_of_setup
+from dreamerjax.run.trainers import make_trainer
 from dreamerjax.tools import bench
 
 # MinAtar's 10 x 10 frames with the two-stage CNN its geometry needs (as tests/test_bench).
@@ -34,7 +36,7 @@ def test_auto_is_threads_on_cpu_and_explicit_values_stay():
 
 def test_map_on_several_devices_is_refused():
     with pytest.raises(ValueError, match="run.seed_loop=map"):
-        driver.make_trainer(_setup("map"), (0, 1), devices=2)
+        plan_of_setup(_setup("map"), (0, 1), 2)
 
 
 def _lowered(how: str):
@@ -81,12 +83,9 @@ def test_threads_give_each_seed_the_mapped_programs_chunk():
     1-seed program the run calls."""
     import _runs
 
-    from dreamerjax.run import setup as setup_lib
-
     out = {}
     for how in ("map", "threads"):
-        trainer = driver.make_trainer(
-            setup_lib.make_setup(_runs.small_config(seed_loop=how)), (0, 1))
+        trainer = make_trainer(make_plan(_runs.small_config(seed_loop=how), (0, 1)))
         assert bool(trainer.threads) == (how == "threads")
         states, ends = trainer.init(), []
         for index in range(2):

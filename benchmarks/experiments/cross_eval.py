@@ -27,14 +27,15 @@ import numpy as np
 def evaluate_on(run_dir: str, index: int, env: str, episodes: int, repeats: int,
                 mode: bool) -> dict:
     """Returns [repeats, seeds, episodes] of checkpoint `index` of run_dir played on env."""
-    from dreamerjax.run import driver, host_loop, records
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run import host_loop, records
+    from dreamerjax.run.plan import make_plan
     from dreamerjax.run.policy import stacked_params
+    from dreamerjax.run.trainers import make_trainer
 
     config, seeds = records.read_run_config(run_dir)
     config = dataclasses.replace(config, run=dataclasses.replace(
         config.run, env=env, eval_episodes=episodes))
-    trainer = driver.make_trainer(setup_lib.make_setup(config), seeds)
+    trainer = make_trainer(make_plan(config, seeds))
     params = stacked_params(run_dir, index, config, trainer.setup.spaces, len(seeds))
     rets, lens = [], []
     for r in range(repeats):

@@ -1,7 +1,7 @@
 """Rows per second of each compiled suite's collector step (envs.collector_step), jitted,
 vmapped over --num-envs envs, uniform random actions, scanned over --ticks ticks per call.
 
-Prints one JSON object per env and mode (env, mode, num_envs, compile_s, rows_per_s:
+Prints one JSON object per env (env, num_envs, compile_s, rows_per_s:
 the median of --repeats timed calls, reset_tick_frac: the share of ticks on which some
 env reset) and a final {"table": [...]} line. Suites that are not installed
 are reported as skipped. Environment only: no policy, no replay (`dreamerjax bench`
@@ -51,13 +51,10 @@ def random_action(spec, key):
     return jax.random.uniform(key, spec.action_shape, minval=-1.0, maxval=1.0)
 
 
-def measure(env_id: str, opts: dict, num_envs: int, ticks: int, repeats: int,
-            mode: str) -> dict:
+def measure(env_id: str, opts: dict, num_envs: int, ticks: int, repeats: int) -> dict:
     spec = envs.make_env(env_id, dict_obs=True, **opts)
-    if mode == "per-env":  # collector_step vmapped: every tick computes every reset
-        step = jax.vmap(lambda s, a, kk: envs.collector_step(spec, s, a, kk))
-    else:  # collector_step_envs: resets only on ticks where some env resets
-        step = lambda s, a, kk: envs.collector_step_envs(spec, s, a, kk)  # noqa: E731
+    # collector_step vmapped, as training steps its envs: every tick computes every reset
+    step = jax.vmap(lambda s, a, kk: envs.collector_step(spec, s, a, kk))
 
     @jax.jit
     def run(state, key):
@@ -84,7 +81,7 @@ def measure(env_id: str, opts: dict, num_envs: int, ticks: int, repeats: int,
         jax.block_until_ready(total)
         times.append(time.perf_counter() - t0)
         reset_ticks += int(resets)
-    return dict(env=env_id, options=opts, mode=mode, num_envs=num_envs, ticks=ticks,
+    return dict(env=env_id, options=opts, num_envs=num_envs, ticks=ticks,
                 reset_tick_frac=round(reset_ticks / (ticks * repeats), 3),
                 compile_s=round(compile_s, 1),
                 rows_per_s=round(num_envs * ticks / statistics.median(times), 1),
@@ -98,9 +95,6 @@ def main(argv=None):
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--ticks", type=int, default=50)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--modes", nargs="*", default=["per-env", "envs"],
-                   choices=["per-env", "envs"],
-                   help="per-env: vmapped collector_step; envs: collector_step_envs")
     args = p.parse_args(argv)
     table = []
     for item in args.envs:
@@ -111,10 +105,9 @@ def main(argv=None):
             print(json.dumps(out), flush=True)
             table.append(out)
             continue
-        for mode in args.modes:
-            out = measure(env_id, opts, args.num_envs, args.ticks, args.repeats, mode)
-            print(json.dumps(out), flush=True)
-            table.append(out)
+        out = measure(env_id, opts, args.num_envs, args.ticks, args.repeats)
+        print(json.dumps(out), flush=True)
+        table.append(out)
     print(json.dumps(dict(table=table, jax=jax.__version__, backend=jax.default_backend(),
                           devices=str(jax.devices()))))
 

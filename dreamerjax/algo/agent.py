@@ -136,10 +136,6 @@ class Spaces:
         return {n: jax.ShapeDtypeStruct((*batch_shape, *s), np.dtype(t))
                 for n, s, t in self.obs}
 
-    def obs_zeros(self, batch_shape: tuple[int, ...] = ()) -> dict:
-        """{name: zeros [*batch_shape, *shape]} in the stored dtype."""
-        return {n: jnp.zeros((*batch_shape, *s), np.dtype(t)) for n, s, t in self.obs}
-
 
 def check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:
     """One observation key the rows can carry and the agent can see (ValueError naming it):
@@ -268,23 +264,6 @@ def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
         updates=jnp.zeros((), jnp.int32),
         norms=norms_init(cfg),
     )
-
-
-def batch_specs(cfg: AgentConfig, spaces: Spaces, batch: int, length: int) -> dict:
-    """ShapeDtypeStructs of one replay batch [B, L] as `update` takes it: obs {name:
-    [B, L, *shape]} in the stored dtype, action [B, L] int32 | [B, L, A] f32, reward,
-    is_first / is_last / is_terminal, and the context latents deter [B, L, D] f32, stoch
-    [B, L, S] int32."""
-    sd = jax.ShapeDtypeStruct
-    B, L = batch, length
-    act = (sd((B, L), jnp.int32) if spaces.act_discrete else sd((B, L, spaces.act_dim), f32))
-    return {
-        "obs": spaces.obs_specs((B, L)), "action": act,
-        "reward": sd((B, L), f32), "is_first": sd((B, L), bool),
-        "is_last": sd((B, L), bool), "is_terminal": sd((B, L), bool),
-        "deter": sd((B, L, cfg.rssm.deter), f32),
-        "stoch": sd((B, L, cfg.rssm.stoch), jnp.int32),
-    }
 
 
 # ----------------------------------------------------------------------------- actor
@@ -885,7 +864,7 @@ def update(state: AgentState, cfg: AgentConfig, spaces: Spaces, batch: dict, key
            fsdp: fsdp_lib.Fsdp | None = None):
     """One train step (Agent.train): loss, gradients, optimiser, slow critic.
 
-    batch (`batch_specs`): obs {name: [B, 1+T, *shape]}, action, reward, is_first,
+    batch (data/schema.batch_spec): obs {name: [B, 1+T, *shape]}, action, reward, is_first,
     is_last, is_terminal [B, 1+T], deter [B, 1+T, D] f32, stoch [B, 1+T, S] int32 (replay
     context latents).
     Returns (state, outs, metrics); outs['replay'] holds the posterior latents of rows 1..T

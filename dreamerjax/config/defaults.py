@@ -549,19 +549,6 @@ def agent_config(size: str = DEFAULT_SIZE, reference: str = REF_29EB964,
     return dataclasses.replace(_resized(**SIZES[size]), **overrides)
 
 
-def with_cnn(acfg: AgentConfig, mults: tuple[int, ...] | None = None,
-             minres: int | None = None) -> AgentConfig:
-    """The image encoder's and decoder's stages (depth multipliers) and final resolution
-    replaced together, e.g. mults (1, 2) and minres 5 for MinAtar's 10 x 10 images."""
-    rep = dataclasses.replace
-    kw = {k: v for k, v in (("mults", mults), ("minres", minres)) if v is not None}
-    if not kw:
-        return acfg
-    if "mults" in kw:
-        kw["mults"] = tuple(kw["mults"])
-    return rep(acfg, enc=rep(acfg.enc, **kw), dec=rep(acfg.dec, **kw))
-
-
 # The fixtures' tiny network (ours, for smoke runs and tests): the RSSM and MLP widths of
 # the agent fixtures (f-j) and the CNN depth of the image fixture (i). A smoke preset with the
 # reference's default depth 64 (size200m's CNN) needed tens of GB for 16 x 65 frames of

@@ -116,7 +116,7 @@ HEAD_FIXED: dict[str, tuple[Any, str]] = {
 # and their flags are refused there) and whose value its agent fixes, with the reason:
 # its defaults hold these values. Another value in an e3f0224 config comes from a
 # 29eb964 config whose `reference` alone was replaced, whose parts then disagree about
-# the version (keys.validate refuses it). The other direction cannot be told apart: a
+# the version (validate.validate refuses it). The other direction cannot be told apart: a
 # 29eb964 run may set every one of its keys to e3f0224's values.
 E3F0224_FIXED_FIELDS: dict[str, tuple[Any, str]] = {
     **{f"{m}.simple.outer": (False, "its CNN has no outer stage, configs.yaml:94, 97")

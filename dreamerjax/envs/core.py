@@ -86,7 +86,6 @@ class EnvSpec:
     env_action_shape: tuple[int, ...] = ()  # the action's shape as the suite takes it
     episode_keys: tuple[tuple[str, str], ...] = ()  # (name, dtype) of Step.stats
     dict_obs: bool = False
-    cond_reset: bool = False  # a reset costs more than a step: collector_step_envs conds it
     env: Any = dataclasses.field(default=None, repr=False)  # the suite's env object
     params: Any = dataclasses.field(default=None, repr=False)  # its params, if any
 
@@ -297,39 +296,10 @@ def collector_step(
 
     If the previous row was is_last, this is the next episode's reset row and `action` is
     ignored; otherwise the env takes `action` (int32 index or float32 [dims] in [-1, 1]).
-    Both branches are computed and selected (what vmap would do with a cond anyway);
-    `collector_step_envs` skips the resets on ticks where no env needs one.
+    Both branches are computed and selected (what vmap would do with a cond anyway).
     """
     key_reset, key_step = jax.random.split(key)
     return _advance(spec, state, action, key_step, spec.reset(key_reset))
-
-
-def collector_step_envs(
-    spec: EnvSpec, states: CollectorState, actions: jax.Array, keys: jax.Array,
-    axis_name: str | None = None,
-) -> tuple[CollectorState, Row, EpisodeEnd]:
-    """`collector_step` vmapped over envs [n] with the same numbers, except that the
-    envs' resets are computed only on ticks where some env resets: a real `lax.cond` on
-    "any env's last row was is_last". Under an outer vmap (seeds) that predicate would be
-    batched, which turns the cond back into a select; name that vmap's `axis_name` here
-    and the predicate is reduced over it (psum), so the cond stays. The reduction only
-    decides what is computed: every seed's rows are those of `collector_step`. Used for
-    suites whose reset costs more than a step (`EnvSpec.cond_reset`: Craftax's world
-    generation is ~14x a step); the others get the plain vmapped `collector_step`.
-    """
-    if not spec.cond_reset:
-        return jax.vmap(lambda st, a, k: collector_step(spec, st, a, k))(states, actions, keys)
-    pairs = jax.vmap(jax.random.split)(keys)
-    key_reset, key_step = pairs[:, 0], pairs[:, 1]
-    need = jnp.any(states.is_last).astype(jnp.int32)
-    if axis_name is not None:
-        need = jax.lax.psum(need, axis_name)
-    fresh = lambda: jax.tree.map(_fixed_dtype, jax.vmap(spec.reset)(key_reset))  # noqa: E731
-    shapes = jax.eval_shape(fresh)
-    resets = jax.lax.cond(need > 0, fresh,
-                          lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
-    return jax.vmap(lambda st, a, k, r: _advance(spec, st, a, k, r))(
-        states, actions, key_step, resets)
 
 
 def _advance(spec: EnvSpec, state: CollectorState, action, key_step, reset_out):

@@ -16,10 +16,6 @@ import numpy as np
 
 from dreamerjax.config.defaults import Config
 
-# The evaluation keys `dreamerjax eval` draws (driver.evaluate_run): log index 1e6, never
-# one of a run's own log points.
-EVAL_LOG_INDEX = 10**6
-
 
 def load_config(run_dir: str | os.PathLike) -> Config:
     """The resolved Config of a run directory (its config.json), e.g. to continue it in a
@@ -56,7 +52,7 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
 
     from dreamerjax.run import checkpoint as ckpt
     from dreamerjax.run import driver
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run import plan as plan_lib
     from dreamerjax.run.policy import stacked_params
     from dreamerjax.run.trainers import make_trainer
 
@@ -83,7 +79,7 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         raise ValueError(f"seed {seed} was not trained (seeds {list(seeds)})")
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=int(episodes)))
-    trainer = make_trainer(setup_lib.make_setup(config), chosen)
+    trainer = make_trainer(plan_lib.make_plan(config, chosen))
     with contextlib.closing(trainer):
         if by_seed is None:
             found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous
@@ -95,7 +91,8 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
             params = jax.tree.map(lambda x: np.asarray(x)[index], every)
         else:
             params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
-        rets, lens = trainer.evaluate(params, EVAL_LOG_INDEX, mode == "mode")
+        # The keys of `dreamerjax eval` (the evaluate_run stream, run/streams.py).
+        rets, lens = trainer.evaluate(params, 0, mode == "mode", stream="evaluate_run")
         out = [{"seed": s, "returns": r.tolist(), "lengths": n.tolist(), "mean": float(r.mean())}
                for s, r, n in zip(chosen, np.asarray(rets), np.asarray(lens), strict=True)]
         if video is not None:
@@ -105,15 +102,15 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
 
 def _video(trainer, params, seed: int, path: str | os.PathLike, mode: bool) -> Path:
     """One evaluation episode of the first of `params`' seeds, as `dreamerjax eval
-    --video` renders it (its key: driver.eval_artifacts')."""
+    --video` renders it (the video stream, run/streams.py)."""
     import jax
 
     from dreamerjax.run import rollout as rollout_lib
-    from dreamerjax.run.trainers import EVAL_KEY_OFFSET
+    from dreamerjax.run import streams
     from dreamerjax.viz import video as video_lib
 
     first = jax.tree.map(lambda x: x[0], params)
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), 3 * EVAL_KEY_OFFSET)
+    key = streams.key(seed, "video")
     episode = rollout_lib.rollout(trainer.setup, first, key, mode)
     return Path(video_lib.write_video(
         path, video_lib.frames(trainer.setup.config.run.env, episode)))

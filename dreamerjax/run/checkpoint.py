@@ -310,14 +310,6 @@ def _read_raw_meta(run_dir: str | os.PathLike, index: int) -> dict:
         manager.close()
 
 
-def latest(run_dir: str | os.PathLike) -> tuple[int, dict] | None:
-    """(index, meta) of the newest complete checkpoint, or None if there is none."""
-    found = indices(run_dir)
-    if not found:
-        return None
-    return found[-1], read_meta(run_dir, found[-1])
-
-
 def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] | None:
     """latest_good's (index, meta) for readers that only load (eval, load_policy, export):
     a damaged newest checkpoint is skipped with a one-line warning and left in place (only

@@ -29,17 +29,17 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.config import keys as configs
-from dreamerjax.config.defaults import Config, from_dict
+from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, memory, outputs, records
+from dreamerjax.run import host_time, outputs, records
 from dreamerjax.run import lock as runlock
+from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
-from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.callbacks import as_callbacks
-from dreamerjax.run.loop import SeedState
-from dreamerjax.run.trainers import EVAL_KEY_OFFSET, Trainer, check_devices, make_trainer, to_host
+from dreamerjax.run.plan import Plan
+from dreamerjax.run.setup import SeedState
+from dreamerjax.run.trainers import Trainer, make_trainer, to_host
 
 # ----------------------------------------------------------------------------- compiled
 
@@ -334,14 +334,17 @@ def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
     """The state of a checkpoint, in the current run's shapes (the replay grows when the
     run's --steps grew and its capacity is derived from them)."""
     index, meta = found
-    saved = from_dict(meta["config"])
-    old_setup = setup_lib.make_setup(saved)
+    # The saved run differs from this one at most in what may change on resume; of that
+    # only the replay's capacity changes a shape (it follows run.steps).
+    capacity = replay_rows_per_env(from_dict(meta["config"]).run)
     trainer = run.trainer
     target_trainer = trainer
-    if old_setup.capacity != trainer.setup.capacity:
-        target_trainer = dataclasses.replace(trainer, setup=old_setup)
+    if capacity != trainer.setup.capacity:
+        saved = dataclasses.replace(trainer.setup, capacity=capacity)
+        target_trainer = dataclasses.replace(
+            trainer, plan=dataclasses.replace(trainer.plan, setup=saved))
     states = ckpt.restore(run.out, index, target_trainer.abstract_state())
-    if old_setup.capacity != trainer.setup.capacity:
+    if capacity != trainer.setup.capacity:
         from dreamerjax.data.replay import replay_grow
         states = states.replace(replay=replay_grow(states.replay, trainer.setup.capacity))
     for cb in run.callbacks:
@@ -500,7 +503,7 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback | Any] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
           malloc_trim: bool = False, stop: StopRequest | None = None,
-          target_return: float | None = None) -> TrainResult:
+          target_return: float | None = None, plan: Plan | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
@@ -522,13 +525,18 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
     hands glibc's freed heap back after compiles and before each chunk. Neither changes a
     number of the run.
+
+    plan: the run's plan (run/plan.make_plan of config, seeds and devices), when the
+    caller made it already (the command line's preflight does); None makes it here. The
+    plan is where the config is validated, once.
     """
     seeds = tuple(int(s) for s in seeds)
     callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
-    configs.validate(config, seeds=seeds)  # the CLI's check of the values, for any caller
-    setup = setup_lib.make_setup(config)
-    check_devices(setup, len(seeds), devices)  # before a precompile child or a logger starts
-    memory.check_replay(setup, len(seeds), devices)  # before anything is allocated
+    if plan is None:  # before a precompile child or a logger starts, nothing allocated
+        plan = plan_lib.make_plan(config, seeds, devices)
+    elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
+        raise ValueError("plan: made for another config, seeds or devices than train's")
+    setup = plan.setup
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     # Started, they run until closed: any failure from here on (the precompile child, the
@@ -536,9 +544,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     with outputs.closed_on_error(loggers):
         enable_compile_cache(compile_cache)
         if precompile and compile_cache:  # XLA's compile peak paid in a child process
-            precompile_lib.precompile(setup, seeds, devices,
-                                      report=report and config.run.report_every > 0)
-        run = Run(config, seeds, out, make_trainer(setup, seeds, devices),
+            precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
+        run = Run(config, seeds, out, make_trainer(plan),
                   (*callbacks, *loggers), primary=jax.process_index() == 0)
         # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
         os.makedirs(os.path.realpath(out), exist_ok=True)
@@ -714,62 +721,3 @@ def _progress(enabled: bool, total: int, initial: int):
         return None
     from tqdm import tqdm
     return tqdm(total=total, initial=initial, unit="rows", dynamic_ncols=True)
-
-
-# ----------------------------------------------------------------------------- run dirs
-
-
-def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
-    """Evaluate the latest checkpoint of a run: one dict per seed."""
-    config, seeds = records.read_run_config(run_dir)
-    config = dataclasses.replace(
-        config, run=dataclasses.replace(config.run, eval_episodes=episodes))
-    trainer = make_trainer(setup_lib.make_setup(config), seeds)
-    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
-    if found is None:
-        raise ValueError(f"no checkpoint in {run_dir}")
-    # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
-    from dreamerjax.run.policy import stacked_params
-
-    params = stacked_params(run_dir, found[0], config, trainer.setup.spaces, len(seeds))
-    rets, _ = trainer.evaluate(params, 10**6, mode)
-    return [{"seed": s, "returns": r.tolist(), "mean": float(r.mean())}
-            for s, r in zip(seeds, np.asarray(rets), strict=True)]
-
-
-def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike | None = None,
-                   mode: bool = False) -> list:
-    """The latest checkpoint's open-loop report (run_dir/report) and a video of one
-    evaluation episode of the first seed; returns the files written."""
-    from dreamerjax.run import rollout as rollout_lib
-    from dreamerjax.viz import report as report_lib
-    from dreamerjax.viz import video as video_lib
-
-    config, seeds = records.read_run_config(run_dir)
-    trainer = make_trainer(setup_lib.make_setup(config), seeds)
-    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
-    if found is None:
-        raise ValueError(f"no checkpoint in {run_dir}")
-    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
-    written = []
-    if report:
-        host = trainer.report(states, found[0])
-        title = f"{config.run.env}, seed {seeds[0]}, {found[1]['rows']} rows: "
-        written += report_lib.write_openl(host, os.path.join(run_dir, "report"), title)
-    if video is not None:
-        params = jax.tree.map(lambda x: x[0], states.agent.params)
-        key = jax.random.fold_in(jax.random.PRNGKey(seeds[0]), 3 * EVAL_KEY_OFFSET)
-        episode = rollout_lib.rollout(trainer.setup, params, key, mode)
-        written.append(video_lib.write_video(
-            video, video_lib.frames(config.run.env, episode)))
-    outputs.publish(run_dir, config, seeds, written)  # to the run's W&B / MLflow runs
-    return written
-
-
-def describe(config: Config) -> dict[str, Any]:
-    """Parameter counts per module of a config's agent (no compile)."""
-    from dreamerjax.algo import agent as agent_lib
-    setup = setup_lib.make_setup(config)
-    params = jax.eval_shape(
-        lambda k: agent_lib.init_params(k, config.agent, setup.spaces), jax.random.PRNGKey(0))
-    return agent_lib.param_counts(params)

@@ -22,7 +22,6 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 LOCK_FILE = "lock"
@@ -191,16 +190,6 @@ def release(run_dir: str | os.PathLike) -> None:
         os.remove(os.path.join(key, LOCK_FILE))  # while still locked: no one sees it free
     if fd >= 0:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def hold(run_dir: str | os.PathLike, flag: str = "--resume", warn=None) -> Iterator[None]:
-    """`with hold(run_dir):` acquire ... release."""
-    acquire(run_dir, flag, warn)
-    try:
-        yield
-    finally:
-        release(run_dir)
 
 
 # ---------------------------------------------------------------------------------------

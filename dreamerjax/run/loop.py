@@ -11,9 +11,7 @@ run/trainers.py).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,15 +20,13 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config.defaults import (
-    Config,
-    RunConfig,
     data_devices,
     fsdp_devices,
-    replay_rows_per_env,
 )
 from dreamerjax.data import metric_window, schema
 from dreamerjax.data import replay as replay_lib
 from dreamerjax.data import schedule as schedule_lib
+from dreamerjax.run.setup import SeedState, Setup
 
 f32 = jnp.float32
 
@@ -38,67 +34,6 @@ f32 = jnp.float32
 # device of it holds num_envs / N of the seed's envs and its replay rows, and samples
 # batch_size / N of each batch from them.
 DATA_AXIS = "data"
-
-
-@flax.struct.dataclass
-class SeedState:
-    """Everything one seed's run carries between ticks (leading seed axis when batched)."""
-
-    agent: agent_lib.AgentState
-    replay: Any  # replay_lib.ReplayState
-    env: Any  # envs_lib.CollectorState, leading [num_envs]
-    row: dict  # the current row of every env, [num_envs, ...]
-    carry: dict  # policy carry {deter, stoch, action}, [num_envs, ...]
-    key: jax.Array
-    window: dict  # metric_window state of the current log interval
-    bad_update: jax.Array  # int32: first update index with a non-finite loss, -1 if none
-    updates: jax.Array  # int32: updates done
-
-
-@dataclasses.dataclass(frozen=True)
-class Setup:
-    """Static description of a run: config, env spec, agent spaces, replay capacity."""
-
-    config: Config
-    spec: Any
-    spaces: agent_lib.Spaces
-    capacity: int  # replay rows per env
-    ticks_per_log: int
-
-    @property
-    def run(self) -> RunConfig:
-        return self.config.run
-
-    @property
-    def window_length(self) -> int:
-        """Rows of one replayed sequence: batch_length + replay_context."""
-        return self.run.batch_length + self.run.replay_context
-
-
-# ----------------------------------------------------------------------------- setup
-
-
-def make_compiled_setup(config: Config) -> Setup:
-    """The setup of a run whose env is written in JAX (setup.make_setup chooses)."""
-    run = config.run
-    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
-                             **envs_lib.suite_options(config.env, run.env))
-    spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
-    capacity = check_run(config, spaces)
-    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
-
-
-def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
-    """The checks of a run against its env's spaces, before compiling (compiled and host
-    suites alike): the CNN geometry of each encoded image key. The config's own values
-    (the log points, the replay against one sequence) are config/keys.validate's, which
-    setup.make_setup runs first. Returns the replay capacity: rows per env, replay.size
-    over the envs but no more than the run fills (config.replay_rows_per_env; growing
-    --steps on resume grows the ring), or an explicit run.replay_capacity."""
-    from dreamerjax.algo import nets
-
-    nets.check_image_geometry(config.agent, spaces)
-    return replay_rows_per_env(config.run)
 
 
 def updates_per_tick(setup: Setup) -> np.ndarray:
@@ -297,16 +232,17 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
 
 
 def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False,
-             with_ticks: bool = False):
+             stop_early: bool = True):
     """Fresh envs, the first episode of each, up to the episode limit, with the given
     params (sampling policy, or its mode). Returns (returns [episodes], lengths
-    [episodes]), and the ticks played when with_ticks.
+    [episodes]).
 
     A while loop that stops on the tick where the last episode ends (or at the episode
-    limit), not a scan over all episode_limit ticks: tick t uses the t-th of the same
-    split keys a full scan would, and an episode's return and length stop counting once
-    it is done, so the results are those of the full scan (tested) in fewer ticks.
-    Vmapped over seeds, the loop runs until every seed's episodes are done."""
+    limit): tick t uses the t-th of the keys split for the whole limit, and an episode's
+    return and length stop counting once it is done, so the results are those of playing
+    every tick of the limit (stop_early=False, which tests/test_evaluate.py and
+    benchmarks/eval_ticks.py compare it with) in fewer ticks. Vmapped over seeds, the
+    loop runs until every seed's episodes are done."""
     cfg = setup.config.agent
     k_init, k_run = jax.random.split(key)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
@@ -318,7 +254,7 @@ def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False,
 
     def cond(c):
         t, done = c[0], c[-1]
-        return (t < limit) & ~jnp.all(done)
+        return (t < limit) & ~jnp.all(done) if stop_early else t < limit
 
     def step(c):
         t, env, row, carry, ret, length, done = c
@@ -333,5 +269,5 @@ def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False,
 
     init = (jnp.zeros((), jnp.int32), env, row, carry, zeros, zeros,
             jnp.zeros((episodes,), bool))
-    ticks, _, _, _, ret, length, _ = jax.lax.while_loop(cond, step, init)
-    return (ret, length, ticks) if with_ticks else (ret, length)
+    _, _, _, _, ret, length, _ = jax.lax.while_loop(cond, step, init)
+    return ret, length

@@ -165,10 +165,10 @@ def run_name(run_dir: str | os.PathLike) -> str:
 def params(config: Config) -> dict[str, Any]:
     """The resolved config under the reference's dotted keys (what `dreamerjax info`
     prints), lists as lists, plus the size label."""
-    from dreamerjax.config import keys
+    from dreamerjax.config import dotted as config_dotted
 
     flat = {k: list(v) if isinstance(v, tuple) else v
-            for k, v in keys.to_dotted(config).items()}
+            for k, v in config_dotted.to_dotted(config).items()}
     return {**flat, "size": config.size}
 
 

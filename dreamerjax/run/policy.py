@@ -31,8 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dreamerjax.config import dotted as config_dotted
 from dreamerjax.config import keys as configs
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import Config
+from dreamerjax.run import streams
 
 FORMAT = "dreamerjax-policy/1"
 MODES = ("sample", "mode")
@@ -62,13 +65,13 @@ class Policy:
 
     def init(self, batch_size: int) -> dict:
         """The state of batch_size fresh episodes: {carry: the agent's policy carry,
-        key: the sampling key (from the seed)}."""
+        key: the sampling key (the seed's act stream, run/streams.py)}."""
         from dreamerjax.algo import agent as agent_lib
 
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         carry = agent_lib.policy_initial(self.config.agent, self.spaces, int(batch_size))
-        return {"carry": carry, "key": jax.random.PRNGKey(self.seed)}
+        return {"carry": carry, "key": jnp.asarray(streams.key(self.seed, "act"))}
 
     def act(self, obs: Any, state: Mapping, key: jax.Array | None = None,
             mode: str = "sample") -> tuple[jax.Array, dict]:
@@ -117,7 +120,7 @@ class Policy:
         meta = {
             "format": FORMAT,
             "config": {k: list(v) if isinstance(v, tuple) else v
-                       for k, v in configs.to_dotted(self.config).items()},
+                       for k, v in config_dotted.to_dotted(self.config).items()},
             "spaces": _spaces_to_json(self.spaces),
             "seed": self.seed,
             "source": self.source,
@@ -165,7 +168,7 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     cfg_path = run_dir / "config.json"
     if not cfg_path.is_file():
         raise PolicyError(f"{run_dir}: no config.json (not a dreamerjax run directory)")
-    config = configs.from_mapping(configs.load_file(cfg_path), str(cfg_path))
+    config = config_resolve.from_mapping(config_dotted.load_file(cfg_path), str(cfg_path))
     seeds = [int(s) for s in json.loads(cfg_path.read_text()).get("seeds", [])]
     if seed not in seeds:
         raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
@@ -262,7 +265,7 @@ def _from_file(path: Path) -> Policy:
         if field not in meta:
             raise PolicyError(f"{path}: __meta__ lacks {field!r}")
     try:
-        config = configs.from_mapping(meta["config"], f"{path} config")
+        config = config_resolve.from_mapping(meta["config"], f"{path} config")
     except configs.ConfigError as e:
         raise PolicyError(f"{path}: {e}") from None
     spaces = _spaces_from_json(meta["spaces"], path)

@@ -59,35 +59,33 @@ def child(spec: dict) -> dict:
     import jax
 
     from dreamerjax.config.defaults import from_dict
-    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run import plan as plan_lib
     from dreamerjax.run import trainers
 
     jax.config.update("jax_compilation_cache_dir", spec["cache_dir"])
     # Store every program, small ones too: the parent reads whatever is there.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    setup = setup_lib.make_setup(from_dict(spec["config"]))
-    trainer = trainers.CompiledTrainer(setup, tuple(spec["seeds"]), int(spec["devices"]))
+    # The parent's plan, made again in this process from the config it checked.
+    plan = plan_lib.make_plan(from_dict(spec["config"]), spec["seeds"], int(spec["devices"]))
+    trainer = trainers.CompiledTrainer(plan)
     secs = compile_trainer(trainer, bool(spec.get("report", True)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": secs, "peak_rss_mib": peak}
 
 
-def precompile(setup, seeds, devices: int = 1, report: bool = True,
-               timeout: float | None = None) -> dict | None:
-    """Fill the persistent cache with the programs of a run of `setup` (loop.Setup) from
+def precompile(plan, report: bool = True, timeout: float | None = None) -> dict | None:
+    """Fill the persistent cache with the programs of a run's plan (run/plan.Plan) from
     a child process. Returns the child's figures (seconds per function, its peak RSS, wall
     seconds), or None when skipped (no cache directory, several processes, host envs) or
     the child failed."""
     import jax
 
-    from dreamerjax.run import host_loop
-
     cache_dir = _cache_dir()
-    if not cache_dir or jax.process_count() > 1 or host_loop.is_host_setup(setup):
+    if not cache_dir or jax.process_count() > 1 or plan.host:
         return None
-    spec = {"config": setup.config.to_dict(), "seeds": [int(s) for s in seeds],
-            "devices": int(devices), "report": bool(report), "cache_dir": str(cache_dir)}
+    spec = {"config": plan.config.to_dict(), "seeds": list(plan.seeds),
+            "devices": plan.devices, "report": bool(report), "cache_dir": str(cache_dir)}
     t = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-m", "dreamerjax.run.precompile"],

@@ -379,32 +379,6 @@ class RunWriter:
         self._tb.clear()
 
 
-def read_scalars(run_dir: str | os.PathLike) -> dict[int, list[tuple[str, int, float]]]:
-    """Every TensorBoard scalar of a run, per seed, in file order: (tag, step, value).
-
-    Reads the event files' TFRecord framing with tensorboardX's protobuf (for tests and
-    tools: a resumed run must hold each point exactly once)."""
-    import struct
-
-    from tensorboardX.proto import event_pb2
-
-    out: dict[int, list[tuple[str, int, float]]] = {}
-    for seed_dir in sorted((Path(run_dir) / TB_DIR).glob("seed_*")):
-        points = out.setdefault(int(seed_dir.name.split("_")[1]), [])
-        for path in sorted(seed_dir.glob("events.out.tfevents.*")):
-            data = path.read_bytes()
-            pos = 0
-            while pos + 12 <= len(data):
-                (length,) = struct.unpack("<Q", data[pos:pos + 8])
-                body = data[pos + 12:pos + 12 + length]
-                pos += 12 + length + 4
-                event = event_pb2.Event.FromString(body)
-                for v in event.summary.value:
-                    if v.WhichOneof("value") == "simple_value":  # not images
-                        points.append((v.tag, int(event.step), float(v.simple_value)))
-    return out
-
-
 class NullWriter(RunWriter):
     """RunWriter's interface writing nothing: the non-primary processes of a multi-host
     run (process 0 writes the run directory's files)."""

@@ -17,6 +17,7 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.envs.host import base as host_lib
 from dreamerjax.run import host_loop, loop
+from dreamerjax.run import setup as setup_lib
 from dreamerjax.viz import video
 
 
@@ -25,7 +26,7 @@ def rollout(setup, params, key, mode: bool = False) -> dict:
 
     Returns host arrays over steps [L + 1]: obs (the agent's dict), reward, done (the step
     ended the episode or came after its end), env_state (the collector's env states)."""
-    if host_loop.is_host_setup(setup):
+    if setup.host:
         return host_rollout(setup, params, key, mode)
     cfg = setup.config.agent
 
@@ -68,7 +69,7 @@ def render_env(config):
             return GymEnv(task, env_id=config.run.env, render_mode="rgb_array")
         except (TypeError, ValueError, gymnasium.error.Error):
             pass  # an env without render_mode: its observations are drawn instead
-    return host_loop.env_factory(config)()
+    return setup_lib.env_factory(config)()
 
 
 def host_rollout(setup, params, key, mode: bool = False) -> dict:

@@ -1,20 +1,122 @@
-"""One place decides how a run steps its envs: compiled (the envs are written in JAX and
-step inside the training program, loop.py) or host (they step on the CPU, host_loop.py).
+"""What a run is built from: its Setup (config, env spec, agent spaces, replay capacity,
+whether the envs step on the host) and the state each seed carries (SeedState). One place
+decides how a run steps its envs: compiled (the envs are written in JAX and step inside
+the training program, loop.py) or host (they step on the CPU, host_loop.py), as the
+registry says; Setup.host records it for everyone after.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+import flax.struct
+import jax
+
 from dreamerjax import envs as envs_lib
-from dreamerjax.config import keys as configs
-from dreamerjax.config.defaults import Config
-from dreamerjax.run import host_loop, loop
-from dreamerjax.run.loop import Setup
+from dreamerjax.algo import agent as agent_lib
+from dreamerjax.config.defaults import Config, RunConfig, replay_rows_per_env
+from dreamerjax.envs.host import base as host_lib
+
+
+@flax.struct.dataclass
+class SeedState:
+    """Everything one seed's run carries between ticks (leading seed axis when batched)."""
+
+    agent: agent_lib.AgentState
+    replay: Any  # replay_lib.ReplayState
+    env: Any  # envs_lib.CollectorState, leading [num_envs]
+    row: dict  # the current row of every env, [num_envs, ...]
+    carry: dict  # policy carry {deter, stoch, action}, [num_envs, ...]
+    key: jax.Array
+    window: dict  # metric_window state of the current log interval
+    bad_update: jax.Array  # int32: first update index with a non-finite loss, -1 if none
+    updates: jax.Array  # int32: updates done
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static description of a run: config, env spec, agent spaces, replay capacity."""
+
+    config: Config
+    spec: Any
+    spaces: agent_lib.Spaces
+    capacity: int  # replay rows per env
+    ticks_per_log: int
+    host: bool = False  # the envs step on the host (host_loop.py), not in the program
+
+    @property
+    def run(self) -> RunConfig:
+        return self.config.run
+
+    @property
+    def window_length(self) -> int:
+        """Rows of one replayed sequence: batch_length + replay_context."""
+        return self.run.batch_length + self.run.replay_context
 
 
 def make_setup(config: Config) -> Setup:
-    """Validate the config against the env before anything compiles; the setup of the
-    env's path (compiled or host)."""
-    configs.validate(config)  # the one check of the values (the CLI's, dreamerjax.train's)
+    """The setup of a validated config (run/plan.make_plan validates, then calls this):
+    the env's path, compiled or host, as the registry says (Setup.host records it), and
+    the checks of the run against the env's spaces."""
     if envs_lib.parse_env_id(config.run.env)[0].compiled:
-        return loop.make_compiled_setup(config)
-    return host_loop.make_host_setup(config)
+        return make_compiled_setup(config)
+    return make_host_setup(config)
+
+
+def make_compiled_setup(config: Config) -> Setup:
+    """The setup of a run whose env is written in JAX (make_setup chooses)."""
+    run = config.run
+    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
+                             **envs_lib.suite_options(config.env, run.env))
+    spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
+    capacity = check_run(config, spaces)
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
+
+
+def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
+    """The checks of a run against its env's spaces, before compiling (compiled and host
+    suites alike): the CNN geometry of each encoded image key. The config's own values
+    (the log points, the replay against one sequence) are config/validate.validate's, which
+    the run's plan (plan.make_plan) runs first. Returns the replay capacity: rows per env,
+    replay.size over the envs but no more than the run fills (config.replay_rows_per_env; growing
+    --steps on resume grows the ring), or an explicit run.replay_capacity."""
+    from dreamerjax.algo import nets
+
+    nets.check_image_geometry(config.agent, spaces)
+    return replay_rows_per_env(config.run)
+
+
+def env_settings(config: Config) -> dict[str, Any]:
+    """The suite settings of the run's env from the Config's env section."""
+    suite, _ = host_lib.split_env_id(config.run.env)
+    return host_lib.suite_settings(
+        suite, envs_lib.suite_options(config.env, config.run.env))
+
+
+def env_factory(config: Config) -> host_lib.EnvFactory:
+    return host_lib.EnvFactory(config.run.env, tuple(sorted(env_settings(config).items())))
+
+
+def _host_spaces(spec: host_lib.HostSpec, config: Config) -> agent_lib.Spaces:
+    acfg = config.agent
+    return agent_lib.Spaces(
+        spec.obs_space, spec.discrete, spec.num_actions if spec.discrete else spec.action_dims,
+        enc_spaces=acfg.enc_spaces, dec_spaces=acfg.dec_spaces)
+
+
+def make_host_setup(config: Config) -> Setup:
+    """Build one env in this process to read its spaces (as the reference's make_agent
+    does, dreamerv3/main.py:136-144) and validate the run before anything compiles."""
+    run = config.run
+    env = env_factory(config)()
+    try:
+        spec = env.spec
+    finally:
+        env.close()
+    spaces = _host_spaces(spec, config)
+    if not (run.episode_limit or spec.episode_limit):
+        raise ValueError(f"--env {run.env} has no episode limit of its own: set "
+                         "run.episode_limit (evaluation plays each episode to its end)")
+    capacity = check_run(config, spaces)
+    return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs, host=True)

@@ -29,14 +29,14 @@ import numpy as np
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import fsdp as fsdp_lib
-from dreamerjax.config.defaults import data_devices, fsdp_devices
 from dreamerjax.envs.host import base as host_lib
-from dreamerjax.run import host_loop
-from dreamerjax.run import loop as train_lib
-from dreamerjax.run.loop import SeedState, Setup
+from dreamerjax.run import host_loop, loop, streams
+from dreamerjax.run import plan as plan_lib
+from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.plan import Plan
+from dreamerjax.run.setup import SeedState, Setup
 
 P = jax.sharding.PartitionSpec
-EVAL_KEY_OFFSET = 1_000_000  # evaluation keys: fold_in(PRNGKey(seed), offset + log index)
 
 
 class Trainer(Protocol):
@@ -72,56 +72,13 @@ def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
 
 def seed_sharding(devices: int, num_seeds: int):
     """NamedSharding of the seed axis over `devices` devices (None for one)."""
-    mesh = run_mesh(devices, 1, num_seeds)
+    mesh = plan_lib.run_mesh(devices, 1, num_seeds)
     return None if mesh is None else jax.sharding.NamedSharding(mesh, P("seed"))
-
-
-def check_devices(setup: Setup, num_seeds: int, devices: int) -> None:
-    """The run's devices against what its trainer can do and what JAX sees, before anything
-    is built or compiled (driver.train calls it first; each trainer again): ValueError
-    naming the flag. devices: --devices (groups of seeds); the seed's data devices come
-    from jax.train_devices (--data-devices)."""
-    data = data_devices(setup.run)
-    if host_loop.is_host_setup(setup):
-        if devices != 1:
-            raise ValueError("--devices: host environments run on one device")
-    elif (devices > 1 or data > 1) and setup.run.seed_loop in ("map", "threads"):
-        raise ValueError(f"run.seed_loop={setup.run.seed_loop} runs every seed on one "
-                         "device; with --devices N or --data-devices N use vmap or auto")
-    _check_count(devices, data, num_seeds)
-
-
-def _check_count(devices: int, data: int, num_seeds: int) -> None:
-    avail = len(jax.devices())
-    if devices * data > avail:
-        need = f"--devices {devices}" + (f" x --data-devices {data}" if data > 1 else "")
-        seen = "1 JAX device is" if avail == 1 else f"{avail} JAX devices are"
-        raise ValueError(f"{need} needs {devices * data} devices but only {seen} visible")
-    if num_seeds % devices:
-        raise ValueError(f"{num_seeds} seeds cannot be split evenly over {devices} devices")
-
-
-def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1):
-    """The run's devices as a mesh: `devices` groups of seeds ('seed') x `data` devices
-    per seed ('data', loop.DATA_AXIS; only when > 1). With fsdp > 1 a seed's `data`
-    devices are data / fsdp ('data') x fsdp ('fsdp', fsdp_lib.FSDP_AXIS), device (i, j)
-    the one that is i * fsdp + j of the seed's plain data devices. None for one device."""
-    if devices * data <= 1:
-        return None
-    _check_count(devices, data, num_seeds)
-    avail = jax.devices()
-    if data == 1:
-        return jax.sharding.Mesh(np.array(avail[:devices]), ("seed",))
-    if fsdp > 1:
-        grid = np.array(avail[:devices * data]).reshape(devices, data // fsdp, fsdp)
-        return jax.sharding.Mesh(grid, ("seed", train_lib.DATA_AXIS, fsdp_lib.FSDP_AXIS))
-    grid = np.array(avail[:devices * data]).reshape(devices, data)
-    return jax.sharding.Mesh(grid, ("seed", train_lib.DATA_AXIS))
 
 
 def env_axes(fsdp: int) -> str | tuple[str, str]:
     """The mesh axes a seed's envs split over: 'data', or ('data', 'fsdp') jointly."""
-    return (train_lib.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else train_lib.DATA_AXIS
+    return (loop.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else loop.DATA_AXIS
 
 
 def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
@@ -162,31 +119,38 @@ def to_host(tree):
 
 @dataclasses.dataclass
 class _Shared:
-    """What both trainers compute the same way: the schedule, the metric names, the seed
-    and evaluation keys and the open-loop report of the first seed."""
+    """What both trainers build the same way from the plan: the schedule, the metric
+    names, the seed and evaluation keys, the state's specs and sharding over the plan's
+    mesh, the init program and the open-loop report of the first seed. Each trainer adds
+    only how it acts: `_init_seed` (its per-seed state) and `_build` (its programs)."""
 
-    setup: Setup
-    seeds: tuple[int, ...]
-    devices: int = 1
-    mesh: jax.sharding.Mesh | None = dataclasses.field(default=None, init=False)
-    specs: SeedState | None = dataclasses.field(default=None, init=False)
+    plan: Plan
 
-    def _prepare(self, setup: Setup) -> None:
-        self.setup = setup
-        self.metric_names = train_lib.metric_names(setup)
-        self.updates_due = train_lib.updates_per_tick(setup)
+    def __post_init__(self) -> None:
+        plan = self.plan
+        self.setup = setup = plan.setup
+        self.seeds, self.devices, self.mesh = plan.seeds, plan.devices, plan.mesh
+        self.metric_names = names = loop.metric_names(setup)
+        self.updates_due = loop.updates_per_tick(setup)
         self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
+        init_seed = self._init_seed
+        self._init_fn = jax.vmap(lambda k: init_seed(setup, k, names))
+        self.specs = None
+        if plan.data > 1:
+            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
+                                     plan.fsdp)
+        self.sharding = self.state_sharding() if self.mesh is not None else None
+        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+        self._build()
+
+    _init_seed = staticmethod(loop.init_seed)
+
+    def _build(self) -> None:
+        raise NotImplementedError
 
     def _keys(self) -> np.ndarray:
-        # Host inputs go in as numpy arrays: in a multi-host run every process passes the
-        # same values, which jit takes as replicated (a device array is process-local).
-        return np.stack([np.asarray(jax.random.PRNGKey(s)) for s in self.seeds])
-
-    def eval_keys(self, log_index: int) -> np.ndarray:
-        """[seeds, 2] evaluation keys of a log point: fold_in(PRNGKey(seed), offset + i)."""
-        return np.stack([
-            np.asarray(jax.random.fold_in(jax.random.PRNGKey(s), EVAL_KEY_OFFSET + log_index))
-            for s in self.seeds])
+        """[seeds, 2] the train stream's keys (run/streams.py), init_seed's root."""
+        return streams.keys(self.seeds, "train")
 
     def owed(self, log_index: int) -> np.ndarray:
         """Updates owed after each tick of a log interval [ticks_per_log]."""
@@ -226,9 +190,8 @@ class _Shared:
         """The open-loop report (report.openl) of the first seed, from its replay."""
         from dreamerjax.run import distributed
         distributed.barrier("report")  # slicing out the first seed may move it: a collective
-        key = jax.random.fold_in(jax.random.PRNGKey(self.seeds[0]), 2 * EVAL_KEY_OFFSET
-                                 + log_index)
-        return to_host(self._report(states, np.asarray(key)))
+        key = streams.key(self.seeds[0], "report", log_index)
+        return to_host(self._report(states, key))
 
     def close(self) -> None:
         pass
@@ -239,29 +202,16 @@ class CompiledTrainer(_Shared):
     """The compiled functions of a run whose envs are written in JAX: the envs step
     inside the chunk."""
 
-    def __post_init__(self):
-        check_devices(self.setup, len(self.seeds), self.devices)
-        data = data_devices(self.setup.run)
-        # Resolved once here: seeds sharded over devices are vmapped on each.
-        how = "vmap" if self.devices > 1 or data > 1 else train_lib.seed_loop(self.setup)
-        setup = train_lib.with_run(self.setup, seed_loop=how)
-        self._prepare(setup)
-        fsdp = fsdp_devices(setup.run)
-        self.mesh = run_mesh(self.devices, data, len(self.seeds), fsdp)
-        names = self.metric_names
-        self._init_fn = jax.vmap(lambda k: train_lib.init_seed(setup, k, names))
-        if data > 1:
-            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
-                                     fsdp)
-        self.sharding = self.state_sharding() if self.mesh is not None else None
-        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+    def _build(self) -> None:
+        setup = self.setup
         self._chunk = self._chunk_program(setup)
         self._compiled = None  # the chunk compiled ahead of time (_chunk_in_step)
         self._eval = jax.jit(self._eval_fn, static_argnums=2)
         # run.seed_loop threads: the chunk is the 1-seed program, run once per seed on host
         # threads; the seeds' states are split before and joined after (two small programs).
         seeds = len(self.seeds)
-        self.threads = min(seeds, os.cpu_count() or 1) if how == "threads" and seeds > 1 else 0
+        threads = self.plan.seed_loop == "threads" and seeds > 1
+        self.threads = min(seeds, os.cpu_count() or 1) if threads else 0
         self._split = jax.jit(
             lambda st: [jax.tree.map(lambda a, i=i: a[i:i + 1], st) for i in range(seeds)])
         self._join = jax.jit(lambda outs: (
@@ -275,7 +225,7 @@ class CompiledTrainer(_Shared):
         seeds: run_chunk runs per device (shard_map) on its envs, replay and part of each
         batch, and the update averages the gradients over the data axis."""
         def chunk(st, due):
-            return train_lib.run_chunk(setup, st, due)
+            return loop.run_chunk(setup, st, due)
 
         if self.mesh is None:
             return jax.jit(chunk, donate_argnums=0)
@@ -286,7 +236,7 @@ class CompiledTrainer(_Shared):
                            out_shardings=(self.sharding, ends_sh))
         # check_vma off: the state's agent, key and counters are the same on every data
         # device (the averaged gradients make them so), which JAX cannot prove.
-        ends = P(None, "seed", env_axes(fsdp_devices(setup.run)))
+        ends = P(None, "seed", env_axes(self.plan.fsdp))
         mapped = jax.shard_map(chunk, mesh=self.mesh, in_specs=(self.specs, P()),
                                out_specs=(self.specs, ends), check_vma=False)
         return jax.jit(mapped, donate_argnums=0)
@@ -307,9 +257,9 @@ class CompiledTrainer(_Shared):
         device play until the slowest seed's episodes end."""
         setup, eps = self.setup, self.setup.run.eval_episodes
         if self.mesh is None:
-            return train_lib.over_seeds(
-                setup, lambda p, k: train_lib.evaluate(setup, p, k, eps, mode), params, keys)
-        fn = jax.vmap(lambda p, k: train_lib.evaluate(setup, p, k, eps, mode))
+            return loop.over_seeds(
+                setup, lambda p, k: loop.evaluate(setup, p, k, eps, mode), params, keys)
+        fn = jax.vmap(lambda p, k: loop.evaluate(setup, p, k, eps, mode))
         spec = P("seed")
         # check_vma off: the loop's carry starts from constants (device-invariant) and
         # becomes per-device, which the varying-axes check refuses for loops. A seed's data
@@ -331,9 +281,10 @@ class CompiledTrainer(_Shared):
             outs = list(pool.map(one_seed, self._split(states)))
         return self._join(outs)
 
-    def evaluate(self, params, log_index: int, mode: bool = False):
-        """(returns, lengths) [seeds, episodes] with the evaluation keys of a log point."""
-        return self._eval(params, self.eval_keys(log_index), mode)
+    def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
+        """(returns, lengths) [seeds, episodes] with the keys of `stream` (run/streams.py)
+        at index `log_index`: a log point's evaluation, or `dreamerjax eval`'s."""
+        return self._eval(params, streams.keys(self.seeds, stream, log_index), mode)
 
     def _chunk_in_step(self, states: SeedState, due):
         """The chunk of a data-parallel run over several processes: its gradients are
@@ -365,27 +316,15 @@ class HostTrainer(_Shared):
     # host envs' step, overlapping those updates), "ticks".
     profile: dict | None = None
 
-    def __post_init__(self):
-        check_devices(self.setup, len(self.seeds), self.devices)
+    _init_seed = staticmethod(host_loop.init_host_seed)
+
+    def _build(self) -> None:
         if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
-            self.parallel = bool(getattr(self.setup.run, "driver_parallel", False))
-        data = data_devices(self.setup.run)
-        setup = self.setup
-        if data > 1:  # seeds mapped one after the other would not split their envs
-            setup = train_lib.with_run(setup, seed_loop="vmap")
-        self._prepare(setup)
-        setup, names = self.setup, self.metric_names
-        self._init_fn = jax.vmap(lambda k: host_loop.init_host_seed(setup, k, names))
-        fsdp = fsdp_devices(setup.run)
-        self.mesh = run_mesh(1, data, len(self.seeds), fsdp)
-        if data > 1:
-            self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
-                                     fsdp)
-        self.sharding = self.state_sharding() if self.mesh is not None else None
-        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+            self.parallel = self.setup.run.driver_parallel
+        setup, fsdp = self.setup, self.plan.fsdp
 
         def act(st, rows):
-            return train_lib.over_seeds(
+            return loop.over_seeds(
                 setup, lambda s, r: host_loop.act_and_insert(setup, s, r), st, rows)
 
         def train(st, n):
@@ -403,7 +342,7 @@ class HostTrainer(_Shared):
         self._act = jax.jit(act, donate_argnums=0)
         self._train = jax.jit(train, donate_argnums=0)
         self._eval_act = jax.jit(
-            lambda p, c, r, k, mode: train_lib.over_seeds(
+            lambda p, c, r, k, mode: loop.over_seeds(
                 setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),
             static_argnums=4)
         self._eval_carry = jax.jit(jax.vmap(
@@ -416,7 +355,7 @@ class HostTrainer(_Shared):
     # -- envs
 
     def _collector(self, count: int) -> host_lib.HostCollector:
-        factory = host_loop.env_factory(self.setup.config)
+        factory = setup_lib.env_factory(self.setup.config)
         vec = host_lib.HostVector([factory] * count, parallel=self.parallel,
                                   timeout=self.timeout)
         col = host_lib.HostCollector(vec, time_limit=self.setup.run.episode_limit)
@@ -470,17 +409,18 @@ class HostTrainer(_Shared):
             stats={k: stack([e.stats[k] for e in ends]) for k in ends[0].stats})
         return states, out
 
-    def evaluate(self, params, log_index: int, mode: bool = False):
+    def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
         """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own
         evaluation envs, the first episode of each up to the episode limit, keys as the
-        compiled evaluate draws them (fold_in(PRNGKey(seed), 1e6 + log index))."""
+        compiled evaluate draws them (the stream's, run/streams.py), the envs' resets
+        seeded from the same integers."""
         E, S = self.setup.run.eval_episodes, len(self.seeds)
         if self._eval_envs is None:
             self._eval_envs = self._collector(S * E)
-        keys = self.eval_keys(log_index)
+        keys = streams.keys(self.seeds, stream, log_index)
         limit = host_loop.episode_limit(self.setup)
         step_keys = jax.vmap(lambda k: jax.random.split(jax.random.split(k)[1], limit))(keys)
-        env_seeds = [host_loop.env_seed(s, EVAL_KEY_OFFSET + log_index, e)
+        env_seeds = [host_loop.env_seed(s, streams.data(stream, log_index), e)
                      for s in self.seeds for e in range(E)]
         rows = _split_seeds(self._eval_envs.reset(env_seeds), S)
         carry = self._eval_carry(np.zeros((S,), np.int32))
@@ -502,12 +442,10 @@ class HostTrainer(_Shared):
         return (ret.astype(np.float32).reshape(S, E), length.astype(np.float32).reshape(S, E))
 
 
-def make_trainer(setup: Setup, seeds, devices: int = 1) -> Trainer:
-    """The trainer of a setup: host envs (gym_, atari_, dmc_, crafter_) get a HostTrainer,
+def make_trainer(plan: Plan) -> Trainer:
+    """The trainer of a plan: host envs (gym_, atari_, dmc_, crafter_) get a HostTrainer,
     which steps them on the CPU between compiled calls; every other suite a CompiledTrainer."""
-    if host_loop.is_host_setup(setup):
-        return HostTrainer(setup, tuple(seeds), devices)
-    return CompiledTrainer(setup, tuple(seeds), devices)
+    return HostTrainer(plan) if plan.host else CompiledTrainer(plan)
 
 
 def _split_seeds(tree, seeds: int):

@@ -96,13 +96,13 @@ class Options:
 
 def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
     """The benched configuration: CartPole at `size` (or tiny), `--set` items applied."""
-    from dreamerjax.config import keys as configs
-    from dreamerjax.config.keys import make_config
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.resolve import make_config
     from dreamerjax.run import loop as loop
     from dreamerjax.run import setup as setup_lib
     config = make_config(ENV, size=size, tiny=tiny)
     if sets:
-        config = configs.with_sets(config, sets)
+        config = config_resolve.with_sets(config, sets)
     return setup_lib.make_setup(config)
 
 
@@ -611,13 +611,13 @@ def env_config(env_id: str, opts: Options, chunks: int):
     """The protocol's run (1m or tiny, 16 envs, train ratio 512, batch 16 x 64) over
     `chunks` log intervals of `opts.stretch` ticks, one evaluation episode (never run),
     with --set items applied (e.g. a CNN that fits MinAtar's 10 x 10 frames)."""
-    from dreamerjax.config import keys as configs
-    from dreamerjax.config.keys import make_config
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.resolve import make_config
     n = opts.num_envs
     config = make_config(env_id, size=opts.size, tiny=opts.tiny, num_envs=n,
                          steps=chunks * opts.stretch * n, eval_every=opts.stretch * n,
                          eval_episodes=1)
-    return configs.with_sets(config, opts.set) if opts.set else config
+    return config_resolve.with_sets(config, opts.set) if opts.set else config
 
 
 def gate_chunks(opts: Options) -> int:
@@ -637,12 +637,12 @@ class _Run:
     def __init__(self, env_id: str, opts: Options, chunks: int):
         import jax
 
-        from dreamerjax.run import driver, host_loop
-        from dreamerjax.run import setup as setup_lib
+        from dreamerjax.run import plan as plan_lib
+        from dreamerjax.run import trainers
         self.env_id = env_id
-        self.setup = setup_lib.make_setup(env_config(env_id, opts, chunks))
-        self.host = host_loop.is_host_setup(self.setup)
-        self.trainer = driver.make_trainer(self.setup, (0,))
+        plan = plan_lib.make_plan(env_config(env_id, opts, chunks), (0,))
+        self.setup, self.host = plan.setup, plan.host
+        self.trainer = trainers.make_trainer(plan)
         if self.host:
             self.trainer.profile = {}
         t = time.perf_counter()

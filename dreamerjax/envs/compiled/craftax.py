@@ -19,9 +19,6 @@ resizes its textures with PIL NEAREST), centred on a black canvas with the remai
 border. At 64 x 64 Classic's 7-pixel blocks are kept as they are and the 64th row and
 column are black, as in Crafter's 64 x 64 frames.
 
-World generation costs ~14 steps, so the spec asks for `cond_reset` (collector_step_envs
-computes resets only on ticks where some env resets).
-
 Achievements: per episode `log_achievement_<name>` int32, 1 if unlocked during the
 episode (the reference logs Crafter's counts under these names with log_keys_max,
 configs.yaml:218-223; Craftax keeps only whether each was unlocked, so the episode mean
@@ -116,4 +113,4 @@ def make(task: str, episode_limit: int = 0, size: tuple[int, int] = DEFAULT_SIZE
         env_id=task, suite="craftax", task=task, obs_space=(entry,), discrete=True,
         num_actions=int(env.action_space(params).n), action_dims=0, action_low=(),
         action_high=(), episode_limit=int(params.max_timesteps), reset=reset, step=step,
-        env_action_shape=(), episode_keys=keys, cond_reset=True, env=env, params=params)
+        env_action_shape=(), episode_keys=keys, env=env, params=params)

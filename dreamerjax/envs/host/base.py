@@ -151,10 +151,6 @@ def split_env_id(env_id: str) -> tuple[str, str]:
     return suite, task
 
 
-def is_host_env_id(env_id: str) -> bool:
-    return env_id.partition("_")[0] in HOST_SUITES and "_" in env_id
-
-
 def require_extra(env_id: str) -> None:
     """MissingExtra (one line, with the install command) when a suite's packages are
     missing."""

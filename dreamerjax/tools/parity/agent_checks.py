@@ -38,7 +38,8 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import numerics as nm
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
-from dreamerjax.config import keys
+from dreamerjax.config import dotted as config_dotted
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import (
     NORM_IMPLS,
     REF_29EB964,
@@ -166,7 +167,7 @@ def config_from_yaml(path: str, **overrides) -> AgentConfig:
     with open(path) as f:
         y = yaml.safe_load(f)
     _check_fixed(y, os.path.basename(path))
-    cfg = keys.agent_from_reference(keys.load_file(path), REF_29EB964)
+    cfg = config_resolve.agent_from_reference(config_dotted.load_file(path), REF_29EB964)
     return dataclasses.replace(cfg, sample_mode=True, **overrides)
 
 

@@ -25,7 +25,8 @@ import yaml
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
-from dreamerjax.config import keys
+from dreamerjax.config import dotted as config_dotted
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import HEAD_REF
 from dreamerjax.tools.parity import agent_checks
 from dreamerjax.tools.parity.agent_checks import (
@@ -116,10 +117,10 @@ def config_from_head_yaml(path: str) -> agent_lib.AgentConfig:
         if y[key] != want:
             raise ValueError(f"{os.path.basename(path)}: {key} = {y[key]!r} is not implemented")
     # HEAD's agent config holds the agent's keys without their `agent.` section.
-    flat = {f"agent.{k}": v for k, v in keys.load_file(path).items()}
+    flat = {f"agent.{k}": v for k, v in config_dotted.load_file(path).items()}
     # HEAD's own order of the two-hot expectation (outs.py:285-309), as the 29eb964
     # checks use that version's.
-    return dataclasses.replace(keys.agent_from_reference(flat, HEAD_REF),
+    return dataclasses.replace(config_resolve.agent_from_reference(flat, HEAD_REF),
                                twohot_mean="pairsum", sample_mode=True)
 
 

@@ -1,0 +1,79 @@
+"""What a finished (or stopped) run directory gives after training: its latest
+checkpoint evaluated (`dreamerjax eval`), its open-loop report and a video of one episode;
+and a config's parameter counts (`dreamerjax info`). Each builds the run's plan and
+trainer as training does (plan.make_plan, trainers.make_trainer) and reads the checkpoint
+as a resume would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from dreamerjax.config.defaults import Config
+from dreamerjax.run import checkpoint as ckpt
+from dreamerjax.run import outputs, records, streams
+from dreamerjax.run import plan as plan_lib
+from dreamerjax.run import setup as setup_lib
+from dreamerjax.run.trainers import make_trainer
+
+
+def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
+    """Evaluate the latest checkpoint of a run: one dict per seed (the evaluate_run key
+    stream, run/streams.py)."""
+    config, seeds = records.read_run_config(run_dir)
+    config = dataclasses.replace(
+        config, run=dataclasses.replace(config.run, eval_episodes=episodes))
+    trainer = make_trainer(plan_lib.make_plan(config, seeds))
+    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
+    if found is None:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
+    from dreamerjax.run.policy import stacked_params
+
+    params = stacked_params(run_dir, found[0], config, trainer.setup.spaces, len(seeds))
+    rets, _ = trainer.evaluate(params, 0, mode, stream="evaluate_run")
+    return [{"seed": s, "returns": r.tolist(), "mean": float(r.mean())}
+            for s, r in zip(seeds, np.asarray(rets), strict=True)]
+
+
+def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike | None = None,
+                   mode: bool = False) -> list:
+    """The latest checkpoint's open-loop report (run_dir/report) and a video of one
+    evaluation episode of the first seed; returns the files written."""
+    from dreamerjax.run import rollout as rollout_lib
+    from dreamerjax.viz import report as report_lib
+    from dreamerjax.viz import video as video_lib
+
+    config, seeds = records.read_run_config(run_dir)
+    trainer = make_trainer(plan_lib.make_plan(config, seeds))
+    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
+    if found is None:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
+    written = []
+    if report:
+        host = trainer.report(states, found[0])
+        title = f"{config.run.env}, seed {seeds[0]}, {found[1]['rows']} rows: "
+        written += report_lib.write_openl(host, os.path.join(run_dir, "report"), title)
+    if video is not None:
+        params = jax.tree.map(lambda x: x[0], states.agent.params)
+        episode = rollout_lib.rollout(trainer.setup, params, streams.key(seeds[0], "video"),
+                                      mode)
+        written.append(video_lib.write_video(
+            video, video_lib.frames(config.run.env, episode)))
+    outputs.publish(run_dir, config, seeds, written)  # to the run's W&B / MLflow runs
+    return written
+
+
+def describe(config: Config) -> dict[str, Any]:
+    """Parameter counts per module of a config's agent (no compile)."""
+    from dreamerjax.algo import agent as agent_lib
+    setup = setup_lib.make_setup(config)
+    params = jax.eval_shape(
+        lambda k: agent_lib.init_params(k, config.agent, setup.spaces), jax.random.PRNGKey(0))
+    return agent_lib.param_counts(params)
