@@ -16,7 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-import run_reference as base
+# The harness's modules import each other by name (run_reference.py puts this folder on
+# the path too); also when this module is loaded by its path, as the tests do.
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import run_reference as base  # noqa: E402
 
 VERSION = "e3f0224"
 
@@ -40,7 +46,6 @@ def import_reference(checkout: str | None):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if checkout:
         sys.path.insert(0, str(Path(checkout).resolve()))
-    sys.path.insert(0, str(base.HERE))
     import elements
     import embodied
     from dreamerv3 import main as ref_main
@@ -79,7 +84,7 @@ def run_args(elements, config):
 
 
 def check_schedule(args, opts: dict) -> None:
-    if any(args[k] != 0 for k in ("log_every", "report_every", "save_every")):
+    if any(getattr(args, k) != 0 for k in ("log_every", "report_every", "save_every")):
         raise SystemExit("run.log_every / report_every / save_every must stay 0 "
                          "(ref_loop_head.py leaves their branches out)")
     if not args.debug:
