@@ -98,11 +98,10 @@ def test_copy_records_leaves_partial_lines_and_machine_paths_behind(tmp_path):
     (dest).mkdir(parents=True)
     (dest / "timing.json").write_text("{}")  # an earlier copy of a run resumed since
     copied = copy.copy_records(run, dest)
-    assert copied == {"records.jsonl": 2, "episodes.jsonl": 1, "harness.json": 1,
-                      "config.yaml": 1}
+    assert copied == {"records.jsonl": 2, "episodes.jsonl": 1, "harness.json": 1}
     assert (dest / "records.jsonl").read_text() == '{"rows": 2000}\n{"rows": 4000}\n'
     assert json.loads((dest / "harness.json").read_text())["checkout"] == "REFERENCE_CHECKOUT"
-    assert (dest / "config.yaml").read_text() == "batch_size: 16\nlogdir: OUT\nseed: 0\n"
+    assert not (dest / "config.yaml").exists()  # the reference's own defaults stay out
     assert not (dest / "timing.json").exists()
     (run / "timing.json").write_text('{"wall_s": 1.0}')
     assert copy.copy_records(run, dest)["timing.json"] == 1

@@ -1,11 +1,13 @@
 """Copy a harness run directory's records into a results folder (again whenever the run has
-gone further): records.jsonl, episodes.jsonl, timing.json (once the run has finished),
-harness.json and config.yaml. Standard library only.
+gone further): records.jsonl, episodes.jsonl, timing.json (once the run has finished) and
+harness.json. Standard library only.
 
     python benchmarks/reference_run/copy_records.py RUN_DIR results/<folder>/reference_s0
 
-The machine's paths stay behind: harness.json's `checkout` becomes REFERENCE_CHECKOUT and
-config.yaml's `logdir` OUT. The records are copied up to their last complete line (a run
+The machine's paths stay behind (harness.json's `checkout` becomes REFERENCE_CHECKOUT), and
+so does config.yaml, the reference's resolved configuration (its own defaults, written out
+by the reference: benchmarks/reference_run/README.md lists what the harness overrides). The
+records are copied up to their last complete line (a run
 may be writing while they are copied); a file the run has not written yet is skipped, and
 a timing.json left in the folder by an earlier copy is removed when the run has none
 (it was resumed since). Prints what it copied, as JSON.
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -41,11 +42,6 @@ def copy_records(run: Path, dest: Path) -> dict:
     options["checkout"] = "REFERENCE_CHECKOUT"
     (dest / "harness.json").write_text(json.dumps(options, indent=1) + "\n")
     copied["harness.json"] = 1
-    if (run / "config.yaml").exists():
-        text = (run / "config.yaml").read_text()
-        (dest / "config.yaml").write_text(
-            re.sub(r"^logdir: .*$", "logdir: OUT", text, flags=re.MULTILINE))
-        copied["config.yaml"] = 1
     if (run / "timing.json").exists():
         (dest / "timing.json").write_text((run / "timing.json").read_text())
         copied["timing.json"] = 1
