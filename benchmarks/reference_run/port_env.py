@@ -1,4 +1,4 @@
-"""A gymnax port (gymnax_ports.py) as an `embodied.Env` of the reference (29eb964).
+"""A gymnax port (gymnax_ports.py) as an `embodied.Env` of the reference (29eb964 or e3f0224).
 
 Reset protocol of the reference's envs (embodied/envs/dummy.py:36-43): a `reset` action,
 or any step after the episode's last one, returns a fresh state with reward 0 and
@@ -14,6 +14,13 @@ from __future__ import annotations
 
 import embodied
 import numpy as np
+
+# The reference's space class: embodied.Space at 29eb964, elements.Space at e3f0224
+# (embodied/core/space.py @29eb964; embodied/core/base.py @e3f0224 imports elements).
+if hasattr(embodied, "Space"):
+    Space = embodied.Space
+else:
+    from elements import Space
 
 
 class PortEnv(embodied.Env):
@@ -39,23 +46,23 @@ class PortEnv(embodied.Env):
     def obs_space(self):
         port = self._port
         return {
-            "vector": embodied.Space(np.float32, (port.obs_size,), -port.obs_high,
+            "vector": Space(np.float32, (port.obs_size,), -port.obs_high,
                                      port.obs_high),
-            "reward": embodied.Space(np.float32),
-            "is_first": embodied.Space(bool),
-            "is_last": embodied.Space(bool),
-            "is_terminal": embodied.Space(bool),
+            "reward": Space(np.float32),
+            "is_first": Space(bool),
+            "is_last": Space(bool),
+            "is_terminal": Space(bool),
         }
 
     @property
     def act_space(self):
         port = self._port
         if port.discrete:  # an index, as the reference's discrete envs give it
-            action = embodied.Space(np.int32, (), 0, port.num_actions)
+            action = Space(np.int32, (), 0, port.num_actions)
         else:
-            action = embodied.Space(np.float32, port.action_shape, port.action_low,
+            action = Space(np.float32, port.action_shape, port.action_low,
                                     port.action_high)
-        return {"action": action, "reset": embodied.Space(bool)}
+        return {"action": action, "reset": Space(bool)}
 
     def step(self, action):
         if action["reset"] or self._done:

@@ -64,11 +64,16 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--stop-after", type=int, default=0,
                    help="exit after the checkpoint at this record point (resume later)")
     p.add_argument("--checkout", default=None, help="the reference checkout (else PYTHONPATH)")
+    p.add_argument("--version", default="29eb964", choices=VERSIONS,
+                   help="the reference commit the checkout is at (e3f0224: "
+                        "run_reference_head.py)")
     return p.parse_args(argv)
 
 
+VERSIONS = ("29eb964", "e3f0224")
 OPTIONS = ("seed", "env", "rows", "eval_every", "eval_episodes", "num_envs", "tiny", "set",
-           "checkout")
+           "checkout", "version")
+CHECKPOINT = {"29eb964": "checkpoint.ckpt", "e3f0224": "ckpt/latest"}
 
 
 def resolve_options(args) -> dict:
@@ -82,7 +87,8 @@ def resolve_options(args) -> dict:
     if not (out / "harness.json").exists():
         raise SystemExit(f"{out}: no harness.json, not a run directory of this harness")
     saved = json.loads((out / "harness.json").read_text())
-    if not (out / "checkpoint.ckpt").exists():
+    saved.setdefault("version", "29eb964")  # run directories from before --version
+    if not (out / CHECKPOINT[saved["version"]]).exists():
         raise SystemExit(f"{out}: no checkpoint yet (killed before the first record "
                          "point): remove the directory and start afresh")
     if (out / "timing.json").exists():
@@ -90,6 +96,10 @@ def resolve_options(args) -> dict:
     if args.checkout:
         saved["checkout"] = args.checkout
     return saved
+
+
+def write_options(out: Path, opts: dict) -> None:
+    write_atomic(out / "harness.json", json.dumps(opts, indent=1) + "\n")
 
 
 def import_reference(checkout: str | None):
@@ -273,25 +283,31 @@ class Harness:
 
     def __init__(self, opts: dict, out: Path, resume: bool) -> None:
         self.opts, self.out, self.resume = opts, out, resume
-        self.embodied, self.agt, self.ref_main = import_reference(opts["checkout"])
+        self.setup()
         from gymnax_ports import PORTS
         self.port_cls = PORTS[opts["env"]]
+        self.episodes: list[dict] = []
+        self.last_episode = 0  # episodes before this index ended in an earlier interval
+        self.points: list[dict] = []  # per record point: rows, updates, wall and eval time
+        self.wall_before = 0.0  # wall seconds of earlier sessions
+        self.sessions: list[dict] = []
+
+    def setup(self) -> None:
+        """Import the reference; the config (built, or on resume read back), the run
+        arguments."""
+        opts, out = self.opts, self.out
+        self.embodied, self.agt, self.ref_main = import_reference(opts["checkout"])
         embodied = self.embodied
-        if resume:
+        if self.resume:
             # logdir follows the directory, should it have moved since.
             self.config = load_config(embodied, out / "config.yaml").update(logdir=str(out))
         else:
             out.mkdir(parents=True, exist_ok=True)
             self.config = build_config(embodied, self.agt, opts, out)
             self.config.save(embodied.Path(out / "config.yaml"))  # main.py:54
-            write_atomic(out / "harness.json", json.dumps(opts, indent=1) + "\n")
+            write_options(out, opts)
         self.args = run_args(embodied, self.config)
         check_schedule(self.args, opts)
-        self.episodes: list[dict] = []
-        self.last_episode = 0  # episodes before this index ended in an earlier interval
-        self.points: list[dict] = []  # per record point: rows, updates, wall and eval time
-        self.wall_before = 0.0  # wall seconds of earlier sessions
-        self.sessions: list[dict] = []
 
     # -- construction (dreamerv3/main.py:136-225, with the port for the env table) --
 
@@ -341,6 +357,16 @@ class Harness:
         ckpt.harness = HarnessEntry(self.loop, self.state, self.restore)
         return ckpt
 
+    def updates(self) -> int:
+        return int(self.loop.agent.updates)
+
+    def retnorm(self) -> dict:
+        return retnorm(self.loop.agent)
+
+    def evaluate(self):
+        return evaluate(self.loop.agent, lambda i: self.make_env(i, EVAL_STREAM)[0],
+                        self.opts["eval_episodes"], self.opts["seed"], self.port_cls.limit)
+
     def files(self) -> dict:
         return {name: self.out / name
                 for name in ("records.jsonl", "metrics.jsonl", "scores.jsonl")}
@@ -371,23 +397,21 @@ class Harness:
     # -- record point (ADDITION 1's body) --
 
     def record(self, rows: int) -> None:
-        loop, agent, opts = self.loop, self.loop.agent, self.opts
+        loop, opts = self.loop, self.opts
         t0 = time.time()
         train = train_means(loop.agg.result())  # resets the window (agg.py:23-34)
         t1 = time.time()
-        returns, lengths = evaluate(
-            agent, lambda i: self.make_env(i, EVAL_STREAM)[0], opts["eval_episodes"],
-            opts["seed"], self.port_cls.limit)
+        returns, lengths = self.evaluate()
         eval_s = time.time() - t1
         new = self.episodes[self.last_episode:]
         self.last_episode = len(self.episodes)
         row = {
-            "side": SIDE, "seed": opts["seed"], "rows": rows, "updates": int(agent.updates),
+            "side": SIDE, "seed": opts["seed"], "rows": rows, "updates": self.updates(),
             "eval_mean": mean(returns), "eval_len_mean": mean(lengths),
             "eval_returns": returns, "eval_lengths": lengths,
             "train_return": mean(e["score"] for e in new),
             "s2_logged": None,  # compare recomputes S2 from episodes.jsonl
-            "train": train, "retnorm": retnorm(agent), "wall_s": self.wall(),
+            "train": train, "retnorm": self.retnorm(), "wall_s": self.wall(),
         }
         append_line(self.out / "records.jsonl", row)
         write_episodes(self.out / "episodes.jsonl", self.episodes)
@@ -412,7 +436,7 @@ class Harness:
                 self.checkpoint(parallel=True).load()
                 self.resumed_at = int(self.loop.step)
                 print(f"[ref] resumed at rows {self.resumed_at}, updates "
-                      f"{int(self.loop.agent.updates)}", flush=True)
+                      f"{self.updates()}", flush=True)
         self.loop.start(restore)
         finished = self.loop.run(self.record, self.opts["eval_every"], stop_after)
         if not finished:
@@ -438,7 +462,11 @@ def _fmt(x) -> str:
 def main(argv=None) -> int:
     args = parse(argv)
     opts = resolve_options(args)
-    return Harness(opts, Path(args.out).resolve(), args.resume).run(args.stop_after)
+    harness = Harness
+    if opts["version"] == "e3f0224":
+        sys.path.insert(0, str(HERE))
+        from run_reference_head import HeadHarness as harness
+    return harness(opts, Path(args.out).resolve(), args.resume).run(args.stop_after)
 
 
 if __name__ == "__main__":
