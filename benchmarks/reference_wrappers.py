@@ -32,10 +32,10 @@ What the harness supplies, changing nothing the wrappers compute:
   values, info["is_terminal"]; from_gym.py:56-69); `OldGymApi` presents a Gymnasium env
   that way (done = terminated or truncated, is_terminal = terminated) and seeds its first
   reset, and `gym` is Gymnasium for from_gym.py's `gym.spaces.Dict`.
-- PinPad: its RandomState is made unseeded (pinpad.py:32); the harness replaces it with
+- PinPad: its RandomState is made unseeded (pinpad.py:33); the harness replaces it with
   `RandomState(seed)` before the first reset, as our `reset(seed)` does.
 - LocoNav: it builds its labmaze maze and its composer environment with random_state
-  None (loconav.py:50-53, 111-113); the harness passes the seed to both constructors
+  None (loconav.py:52, 113); the harness passes the seed to both constructors
   (the maze gets `RandomState(seed)`, the environment the seed), as our `reset(seed)`
   does. Its per-step `log_coverage` is compared on the rows that end an episode, where
   ours reports the episode's count.

@@ -62,3 +62,14 @@ def test_the_comparison_sees_a_difference():
                              extra=("env.atari100k.sticky_literal=True",))
     image = rw.compare("atari100k_pong", ref, ours)["keys"]["image"]
     assert image["undocumented"] > 100 and 0 < image["first_undocumented"] < 40
+
+
+def test_pinpad_comparison_sees_a_changed_action():
+    """One action changed on our side leaves the reference's PinPad frames from that row."""
+    ref, actions, _ = rw.load_fixture(DATA / "pinpad_three.npz")
+    changed = actions.copy()
+    changed[60] = (changed[60] + 1) % 5
+    ours, _ = rw.record_ours("pinpad_three", changed)
+    image = rw.compare("pinpad_three", ref, ours)["keys"]["image"]
+    assert image["first_undocumented"] == 60 and image["undocumented"] > 10
+    assert ref["reward"].sum() >= 30 and ref["is_last"].sum() == 2  # sequences completed

@@ -5,13 +5,13 @@ its DMC / FromDM / ExpandScalars / ActionRepeat wrappers), settings configs.yaml
 
 - `loconav_WALKER_ARENA[_FREQhz]`: the walker `ant` (dm_control's locomotion Ant), the
   arena `maze_s`, `maze_m`, `maze_l`, `maze_xl`, `maze_xxl` or `empty`, the control
-  frequency FREQ (default 50 Hz; physics at min(1 / FREQ / 4, 0.02) s), loconav.py:19-26;
+  frequency FREQ (default 50 Hz; physics at min(1 / FREQ / 4, 0.02) s), loconav.py:19-43;
 - the maze: a labmaze fixed layout (one spawn P, one goal G) scaled by 1.2 with walls 2
   high, the walls flat-coloured per character (`*` light grey, 1-9 matplotlib's tab10
-  colours), a target sphere of radius 1.2 on the ground at the goal (loconav.py:94-117);
+  colours), a target sphere of radius 1.2 on the ground at the goal (loconav.py:93-117);
 - dm_control's RepeatSingleGoalMaze with a random spawn rotation, reward 1 on every step
   while the target is activated (once reached it stays so for the episode), no
-  termination on the goal (the reference's after_step override, loconav.py:42-48, with
+  termination on the goal (the reference's after_step override, loconav.py:44-50, with
   max_repeats 1), aliveness threshold -1 and no contact termination; a 60 s time limit
   (3,000 steps at 50 Hz) ends an episode as a time limit;
 - observations: the walker's proprioception and its egocentric camera, named as
@@ -21,7 +21,7 @@ its DMC / FromDM / ExpandScalars / ActionRepeat wrappers), settings configs.yaml
   in float64 (as DMC, dmc.py here); the action clipped and mapped to the spec's bounds in
   the reference's dtypes;
 - per episode `log_coverage`: the number of distinct integer-rounded (x, y) cells the
-  walker's root visited, its reset position included (loconav.py:72-81 logs the running
+  walker's root visited, its reset position included (loconav.py:62, 75-81 logs the running
   count every step; the preset's log_keys_max '^log_.*' keeps its maximum, the final
   count). e3f0224 spells it `log/coverage`.
 
@@ -29,9 +29,9 @@ The reference also renders `log_image` (camera `camera`, -1: 4 for the ant) ever
 for its videos; here render() draws that camera for `dreamerjax eval --video` only.
 
 The reference's `quadruped` walker is its own model (embodied/envs/loconav_quadruped.xml,
-not part of dm_control) and is refused (docs/deviations.md). The reference builds the
-env unseeded (random_state None, loconav.py:50-53, 111-113); `reset(seed)` builds it with
-that seed.
+loconav.py:87-89, not part of dm_control) and is refused (docs/deviations.md, D22). The
+reference builds the env unseeded (random_state None, loconav.py:52, 113); `reset(seed)`
+builds it with that seed (D24).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import numpy as np
 from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space, normalized_action
 
 WALKERS = ("ant",)
-DEFAULT_CAMERAS = {"ant": 4}  # loconav.py:12-15
+DEFAULT_CAMERAS = {"ant": 4}  # loconav.py:11-14
 # The arenas' layouts, one string per row: '.' floor, 'P' the spawn, 'G' the goal, '*' and
 # 1-9 walls (the character picks the wall's colour), ' ' outside the maze.
 MAPS: dict[str, tuple[str, ...]] = {
@@ -74,11 +74,11 @@ MAPS: dict[str, tuple[str, ...]] = {
         "1111***666***2222"),
     "empty": ("." * 17,) * 17,
 }
-# matplotlib's tab10 colours 1-9 (the reference's wall colours, loconav.py:104-106).
+# matplotlib's tab10 colours 1-9 (the reference's wall colours, loconav.py:106-108).
 TAB10 = ("1f77b4", "ff7f0e", "2ca02c", "d62728", "9467bd", "8c564b", "e377c2", "7f7f7f",
          "bcbd22")
 DEFAULT_WALL = (0.8, 0.8, 0.8)
-TIME_LIMIT = 60.0  # seconds of simulated time per episode (loconav.py:50)
+TIME_LIMIT = 60.0  # seconds of simulated time per episode (loconav.py:52)
 
 
 def parse_task(task: str, env_id: str) -> tuple[str, str, int]:
@@ -140,7 +140,7 @@ def _build(walker_name: str, arena_name: str, freq: int, seed: int | None):
 
     class SingleGoal(random_goal_maze.RepeatSingleGoalMaze):
         """Rewarded while the target is activated; the goal never moves or ends the
-        episode (the reference's after_step, loconav.py:42-48)."""
+        episode (the reference's after_step, loconav.py:44-50)."""
 
         def after_step(self, physics, random_state):
             random_goal_maze.NullGoalMaze.after_step(self, physics, random_state)

@@ -4,19 +4,19 @@ The semantics of the reference's PinPad (embodied/envs/pinpad.py at 29eb964, the
 e3f0224), a grid world in numpy that needs no package:
 
 - a 16 x 14 room (walls on its border) with 3 to 8 coloured pads, numbered 1 ... N; the
-  task (`three` ... `eight`) names how many (pinpad.py:22-30);
+  task (`three` ... `eight`) names how many (pinpad.py:22-29);
 - 5 discrete actions: stay, down, up, right, left (one cell; into a wall: stay);
 - stepping onto a pad appends it to the visited sequence unless it is the last one there,
   the sequence keeping the latest N pads; when it reads 1, 2, ..., N the step's reward is
   10 and a 10-step countdown starts (no further reward during it), at whose end the player
-  is put on a random free cell and the sequence is emptied (pinpad.py:71-92);
+  is put on a random free cell and the sequence is emptied (pinpad.py:64-92);
 - the player starts on a uniformly drawn free cell (in the order the reference lists
   them, column by column); the draws come from one numpy RandomState per env, seeded by
-  `reset(seed)` (the reference's is unseeded, pinpad.py:32);
+  `reset(seed)` (the reference's is unseeded, pinpad.py:33);
 - `image`: [64, 64, 3] uint8, each cell 4 x 4 pixels: walls grey, the pad under the
   player in its colour and the others faded to 10 %, the player black, the background
   light green during the countdown, and two grey rows below the room showing the
-  sequence's colours (pinpad.py:94-111);
+  sequence's colours (pinpad.py:94-112);
 - no termination; `length` (10,000) steps end an episode as a time limit.
 
 PinPad has no `env.pinpad` settings in the reference's configs.yaml, so none here.
