@@ -18,15 +18,16 @@ rw = _benchmarks.load("reference_wrappers.py")
 # reset row, D13 on the row where atari100k's own frame limit (800 frames) ends.
 DOCUMENTED = {"atari100k_pong": {"D12": 2, "D13": 1}, "atari_pong": {"D12": 3},
               "atari_pong_sticky_off": {"D12": 2}}
-PACKAGES = {"atari": "ale_py", "dmc": "dm_control", "crafter": "crafter",
-            "gym": "gymnasium"}
+PACKAGES = {"atari": ("ale_py",), "dmc": ("dm_control",), "crafter": ("crafter",),
+            "gym": ("gymnasium",), "loconav": ("dm_control", "labmaze"), "pinpad": ()}
 
 
 def _require(case: str) -> None:
     suite = rw.CASES[case]["env"].split("_")[0].removesuffix("100k")
-    if importlib.util.find_spec(PACKAGES[suite]) is None:
-        pytest.skip(f"{PACKAGES[suite]} is not installed")
-    if case == "dmc_cartpole_swingup":
+    for package in PACKAGES[suite]:
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{package} is not installed")
+    if case in ("dmc_cartpole_swingup", "loconav_ant_maze_m"):  # image observations
         os.environ.setdefault("MUJOCO_GL", "egl")
         from dm_control import suite as dm_suite
         try:
@@ -61,3 +62,14 @@ def test_the_comparison_sees_a_difference():
                              extra=("env.atari100k.sticky_literal=True",))
     image = rw.compare("atari100k_pong", ref, ours)["keys"]["image"]
     assert image["undocumented"] > 100 and 0 < image["first_undocumented"] < 40
+
+
+def test_pinpad_comparison_sees_a_changed_action():
+    """One action changed on our side leaves the reference's PinPad frames from that row."""
+    ref, actions, _ = rw.load_fixture(DATA / "pinpad_three.npz")
+    changed = actions.copy()
+    changed[60] = (changed[60] + 1) % 5
+    ours, _ = rw.record_ours("pinpad_three", changed)
+    image = rw.compare("pinpad_three", ref, ours)["keys"]["image"]
+    assert image["first_undocumented"] == 60 and image["undocumented"] > 10
+    assert ref["reward"].sum() >= 30 and ref["is_last"].sum() == 2  # sequences completed

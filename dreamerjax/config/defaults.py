@@ -401,6 +401,15 @@ class DMCConfig:
 
 
 @dataclass(frozen=True)
+class LocoNavConfig:
+    """env.loconav (configs.yaml:86 @29eb964; repeat 1 at e3f0224, configs.yaml:37)."""
+
+    size: tuple[int, int] = (64, 64)
+    repeat: int = 2
+    camera: int = -1
+
+
+@dataclass(frozen=True)
 class CraftaxConfig:
     """env.craftax (ours; envs/compiled/craftax.make): the stored image size of the Pixels tasks,
     64 x 64 as the reference's env.crafter.size (configs.yaml:80 @29eb964)."""
@@ -436,6 +445,7 @@ class EnvConfig:
     atari100k: Atari100kConfig = field(default_factory=Atari100kConfig)
     crafter: CrafterConfig = field(default_factory=CrafterConfig)
     dmc: DMCConfig = field(default_factory=DMCConfig)
+    loconav: LocoNavConfig = field(default_factory=LocoNavConfig)
     craftax: CraftaxConfig = field(default_factory=CraftaxConfig)
     playground: PlaygroundConfig = field(default_factory=PlaygroundConfig)
     brax: BraxConfig = field(default_factory=BraxConfig)
@@ -654,6 +664,6 @@ _DATACLASSES = {
     c.__name__: c
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
               LrsConfig, NormConfig, RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
-              Atari100kConfig, CrafterConfig, DMCConfig, CraftaxConfig,
+              Atari100kConfig, CrafterConfig, DMCConfig, LocoNavConfig, CraftaxConfig,
               PlaygroundConfig, BraxConfig, EnvConfig, LoggerConfig)
 }

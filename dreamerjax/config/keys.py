@@ -83,6 +83,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "wrapper.length": "run.episode_limit",  # :77
     "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
+    **_suite("loconav"),  # :86
     "batch_size": "run.batch_size",  # :91
     "batch_length": "run.batch_length",  # :92; the reference's includes replay_context
     "replay_context": "run.replay_context",  # :96
@@ -227,6 +228,13 @@ _DRIVER = "the reference's process layout; here one compiled program runs every 
 _SECONDS = ("seconds of wall clock in the reference; dreamerjax counts rows "
             "(run.eval_every_rows, run.checkpoint_every)")
 
+# Reference suites (and their presets of the same name) that cannot run here, with why.
+REFUSED_SUITES: dict[str, str] = {
+    "minecraft": "the minecraft suite needs MineRL, which has no installable release",
+    "dmlab": ("the dmlab suite needs DeepMind Lab, a native build of its own "
+              "(docs/environments.md)"),
+}
+
 # Keys (or key prefixes) with no meaning here -> why.
 REFUSED: dict[str, str] = {
     "seed": "seeds are given as a list: --seeds 0 1 2 (trained side by side)",
@@ -269,8 +277,8 @@ REFUSED: dict[str, str] = {
        for k in ("actor_addr", "replay_addr", "logger_addr", "actor_batch",
                  "actor_threads", "env_replica", "ipv6",
                  "agent_process", "remote_replay")},
-    **{f"env.{s}": f"the {s} suite is not implemented"
-       for s in ("dmlab", "minecraft", "procgen", "loconav")},
+    **{f"env.{s}": f"the {s} suite is not implemented" for s in ("procgen",)},
+    **{f"env.{s}": reason for s, reason in REFUSED_SUITES.items()},
     "env.crafter.logs": "crafter's own logdir logging is not used",
     "env.crafter.use_logdir": "crafter's own logdir logging is not used",
     "report": "the open-loop report is written every run.report_every_logs log points "
@@ -362,6 +370,9 @@ NAMED: dict[str, dict[str, Any]] = {
     # :239-245
     "dmc_vision": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
                    "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
+    # :253-258 (without its logger key)
+    "loconav": {"task": "loconav_ant_maze_m", "env.loconav.repeat": 1,
+                "run.train_ratio": 256},
     # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
     "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
               "run.driver_parallel": False,

@@ -126,6 +126,15 @@ register(Suite(
 register(Suite(
     "crafter", "dreamerjax.envs.host.crafter", ("crafter",), extra="crafter", compiled=False,
     about="Crafter, achievements per episode", example="crafter_reward"))
+register(Suite(
+    "loconav", "dreamerjax.envs.host.loconav", ("dm_control", "mujoco", "labmaze"),
+    extra="loconav", compiled=False,
+    about="the Ant finding a goal in a labmaze maze (dm_control locomotion)",
+    example="loconav_ant_maze_m"))
+register(Suite(
+    "pinpad", "dreamerjax.envs.host.pinpad", (), compiled=False,
+    about="PinPad: visit the coloured pads in order (numpy grid world)",
+    example="pinpad_three"))
 
 
 def parse_env_id(env_id: str) -> tuple[Suite, str]:

@@ -58,6 +58,8 @@ SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
                   "aggregate": "max", "clip_reward": False},
     "dmc": dataclasses.asdict(config_defaults.DMCConfig()),
     "crafter": dataclasses.asdict(config_defaults.CrafterConfig()),
+    "loconav": dataclasses.asdict(config_defaults.LocoNavConfig()),
+    "pinpad": {},  # configs.yaml has no env.pinpad: the constructor's length 10000
 }
 WRAPPER_DEFAULTS = dict(length=0)  # configs.yaml:77 `wrapper.length` (0: no extra limit)
 
