@@ -103,6 +103,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "wrapper.length": "run.episode_limit",  # :77
     "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
+    **_suite("procgen"),  # :83
     "batch_size": "run.batch_size",  # :91
     "batch_length": "run.batch_length",  # :92; the reference's includes replay_context
     "replay_context": "run.replay_context",  # :96
@@ -166,6 +167,8 @@ OUR_KEYS: dict[str, str] = {
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
     **_suite("atari", own=True), **_suite("atari100k", own=True),
+    # Which keys Memory Maze observes: the reference's ExtraObs (29eb964) or image (e3f0224).
+    **_suite("memmaze"),
     # Where the W&B and MLflow outputs write (run/outputs.py).
     "logger.wandb.project": "logger.wandb_project",
     "logger.wandb.entity": "logger.wandb_entity",
@@ -296,7 +299,7 @@ REFUSED: dict[str, str] = {
                  "actor_threads", "env_replica", "ipv6",
                  "agent_process", "remote_replay")},
     **{f"env.{s}": f"the {s} suite is not implemented"
-       for s in ("dmlab", "minecraft", "procgen", "loconav")},
+       for s in ("dmlab", "minecraft", "loconav")},
     "env.crafter.logs": "crafter's own logdir logging is not used",
     "env.crafter.use_logdir": "crafter's own logdir logging is not used",
     "report": "the open-loop report is written every run.report_every_logs log points "
@@ -619,6 +622,14 @@ NAMED: dict[str, dict[str, Any]] = {
     # :239-245
     "dmc_vision": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
                    "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
+    # :201-209
+    "procgen": {"task": "procgen_coinrun", "env.procgen.size": [96, 96],
+                r"(enc|dec).simple.minres": 6, "run.steps": 1.1e8, "run.train_ratio": 64,
+                "enc.spaces": "image", "dec.spaces": "image"},
+    # :247-251 without run.save_every (seconds of wall clock there).
+    "bsuite": {"task": "bsuite_mnist/0", "run.num_envs": 1, "run.train_ratio": 1024},
+    # :260-263
+    "memmaze": {"task": "memmaze_11x11", "enc.spaces": "image", "dec.spaces": "image"},
     # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
     "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
               "run.driver_parallel": False,
@@ -627,6 +638,15 @@ NAMED: dict[str, dict[str, Any]] = {
               "dyn.rssm.deter": 12, "dyn.rssm.hidden": 8, "dyn.rssm.stoch": 4,
               "dyn.rssm.classes": 4, "dyn.rssm.blocks": 4,
               r".*\.layers": 2, r".*\.units": 8, r".*\.depth": 2},
+}
+
+
+# Named configs of the reference that set nothing here -> why, and what does (both versions).
+REFUSED_NAMED: dict[str, str] = {
+    "multicpu": ("the reference's 8 logical CPUs split into policy and train devices "
+                 "(configs.yaml:265-273); here the policy acts on the train devices: "
+                 "start with XLA_FLAGS=--xla_force_host_platform_device_count=N and give "
+                 "--data-devices N (docs/scaling.md, 'Trying it on a CPU')"),
 }
 
 
@@ -844,6 +864,8 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         if name not in table and label.startswith("--size "):
             known = [n.removeprefix("size") for n in table if n.startswith("size")]
             raise ConfigError(f"--size {size!r}: known sizes are {', '.join(known)}")
+        if name in REFUSED_NAMED:
+            raise ConfigError(f"{label}: not available: {REFUSED_NAMED[name]}")
         if name not in table:
             close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""
@@ -1163,7 +1185,7 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
 
 def _check_env_sections(flat: dict[str, Any]) -> None:
     """The suites' image sizes and action repeats, the encoder/decoder space regexes."""
-    for suite in ("atari", "atari100k", "crafter", "dmc", "craftax"):
+    for suite in ("atari", "atari100k", "crafter", "dmc", "procgen", "craftax"):
         key = f"env.{suite}.size"
         if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
             raise ConfigError(f"{key}: needs two positive sizes, got {list(flat[key])}")

@@ -951,11 +951,17 @@ def _restore_signals(state: dict) -> None:
 
 def info_command(args: InfoArgs) -> int:
     from dreamerjax.config import keys as configs
+    from dreamerjax.envs.registry import MissingExtra
     from dreamerjax.run import driver
 
     config, provenance = resolve_args(args)
-    counts = driver.describe(config)
     print(configs.describe(config, provenance))
+    try:
+        counts = driver.describe(config)
+    except MissingExtra as e:
+        # The resolved config is shown whatever the env; the networks need its spaces.
+        print(f"Networks not counted: {e}")
+        return 0
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
