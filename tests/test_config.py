@@ -39,6 +39,7 @@ DMC_PROPRIO_12M_256 = {
     "env.atari100k.resize": "pillow", "env.atari100k.length": 100000,
     "env.crafter.size": (64, 64),
     "env.dmc.size": (64, 64), "env.dmc.repeat": 2, "env.dmc.image": False,
+    "env.procgen.size": (64, 64),
     "env.dmc.camera": -1,
     "batch_size": 16, "batch_length": 65, "replay_context": 1,
     "loss_scales.dec_cnn": 1.0, "loss_scales.dec_mlp": 1.0, "loss_scales.reward": 1.0,

@@ -77,7 +77,8 @@ def _group(prefix: str, path: str, names: Iterable[str]) -> dict[str, str]:
 
 
 # Fields of the reference's suite sections that are ours (in OUR_KEYS, not REFERENCE_KEYS).
-_OWN_SUITE_FIELDS = {"atari": ("sticky_literal",), "atari100k": ("sticky_literal",)}
+_OWN_SUITE_FIELDS = {"atari": ("sticky_literal",), "atari100k": ("sticky_literal",),
+                     "procgen": ("resize",)}  # a key of e3f0224 (configs.yaml:31) only
 
 
 def _suite(name: str, own: bool = False) -> dict[str, str]:
@@ -167,8 +168,9 @@ OUR_KEYS: dict[str, str] = {
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
     **_suite("atari", own=True), **_suite("atari100k", own=True),
-    # Which keys Memory Maze observes: the reference's ExtraObs (29eb964) or image (e3f0224).
-    **_suite("memmaze"),
+    # ProcGen's resize filter (the constructor's argument at 29eb964, procgen.py:8); which
+    # keys Memory Maze observes: the reference's ExtraObs (29eb964) or image (e3f0224).
+    **_suite("procgen", own=True), **_suite("memmaze"),
     # Where the W&B and MLflow outputs write (run/outputs.py).
     "logger.wandb.project": "logger.wandb_project",
     "logger.wandb.entity": "logger.wandb_entity",
