@@ -64,6 +64,8 @@ class ProcgenEnv(HostEnv):
 
     def _make(self, seed: int | None):
         procgen = import_quietly("procgen")
+        if seed is not None:
+            seed %= 2 ** 31  # procgen's options are int32; a run's env seeds are uint32
         return procgen.ProcgenGym3Env(num=1, num_threads=0, env_name=self.task, rand_seed=seed,
                                       render_mode="rgb_array" if self.rendered else None)
 
