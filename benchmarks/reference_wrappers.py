@@ -39,6 +39,17 @@ What the harness supplies, changing nothing the wrappers compute:
   (the maze gets `RandomState(seed)`, the environment the seed), as our `reset(seed)`
   does. Its per-step `log_coverage` is compared on the rows that end an episode, where
   ours reports the episode's count.
+- ProcGen and Memory Maze run through the old `gym` (0.26.2, what procgen-mirror
+  installs), whose env checker names `np.bool8` on the first step; under numpy 2, which
+  removed that alias, the harness restores it (`np.bool8 = np.bool_`).
+- ProcGen: the seed goes through make_env's overrides to gym.make as procgen's
+  `rand_seed` (procgen.py:19-21 passes env kwargs on); the reference leaves it unset.
+- BSuite: bsuite's sweep leaves catch's and cartpole's `seed` None, so the reference's
+  `load_from_id` draws unseeded episodes; the harness puts the seed into the sweep's
+  settings of the id (`seeded_bsuite`), which `load_from_id` then reads, as ours builds
+  the id's settings with the seed.
+- Memory Maze: the seed goes through make_env's overrides to gym.make and on to
+  memory_maze's task (`seed`, which draws the layouts and targets).
 - Crafter: its World keeps each chunk's objects in a set, hashed by memory address
   (crafter/engine.py:36, 57), and its balancing picks "a random one of the list built
   from that set" (crafter/env.py:157-175), so the same seed and actions give different
@@ -91,10 +102,23 @@ CASES: dict[str, dict] = {
     "loconav_ant_maze_m": dict(env="loconav_ant_maze_m", configs=["loconav"],
                                sets={"wrapper.length": 120}, rows=260,
                                log_keys=("log_coverage",)),
+    # procgen's own 64 x 64 frames (the `step` source), then the preset's 96 x 96 renders
+    # (the `info` source); bossfight's episodes end within the rows.
+    "procgen_bossfight": dict(env="procgen_bossfight", configs=[], sets={}, rows=300),
+    "procgen_bossfight_96": dict(env="procgen_bossfight", configs=["procgen"], sets={},
+                                 rows=200),
+    "bsuite_catch": dict(env="bsuite_catch/0", configs=["bsuite"], sets={}, rows=300),
+    "bsuite_cartpole": dict(env="bsuite_cartpole/0", configs=["bsuite"], sets={}, rows=300),
+    # The maze's own limit (1,000 steps) is beyond a default-tier replay: wrapper.length
+    # ends its episodes; memmaze_9x9_limit reaches it (D30's row).
+    "memmaze_9x9": dict(env="memmaze_9x9", configs=["memmaze"], sets={"wrapper.length": 30},
+                        rows=70),
+    "memmaze_9x9_limit": dict(env="memmaze_9x9", configs=["memmaze"], sets={}, rows=1010),
 }
 ENV_SEED = 0
 ACTION_SEED = 1
 ROW_KEYS = ("reward", "is_first", "is_last", "is_terminal")
+LOG_KEYS = "_log_keys"  # the reference's log_ key names (not rows; suites' episode stats)
 
 
 def actions_for(case: str, discrete: bool, n: int) -> np.ndarray:
@@ -230,6 +254,19 @@ def bytes_keys_ale() -> None:
     ale_py.ALEInterface = BytesKeys
 
 
+def seeded_bsuite(bsuite_id: str) -> None:
+    """bsuite's sweep settings of `bsuite_id` with ENV_SEED where they leave `seed` None
+    (module docstring)."""
+    import numpy
+    if not hasattr(numpy, "int"):
+        numpy.int = int  # as the reference's bsuite.py:13 before importing bsuite
+    from bsuite import sweep
+    settings = dict(sweep.SETTINGS[bsuite_id])
+    if "seed" in settings and settings["seed"] is None:
+        settings["seed"] = ENV_SEED
+    sweep.SETTINGS = {**sweep.SETTINGS, bsuite_id: settings}
+
+
 def _reference_config(embodied, reference: Path, case: dict):
     from ruamel.yaml import YAML
     configs = YAML(typ="safe").load((reference / "dreamerv3" / "configs.yaml").read_text())
@@ -275,6 +312,13 @@ def _reference_env(reference: Path, case: dict):
         from embodied.envs import from_gym
         env = from_gym.FromGym(OldGymApi(gymnasium.make(task), ENV_SEED))
         return main.wrap_env(env, config)
+    if suite in ("procgen", "memmaze") and not hasattr(np, "bool8"):
+        np.bool8 = np.bool_  # gym 0.26's env checker under numpy 2 (module docstring)
+    if suite == "procgen":
+        return main.make_env(config, 0, rand_seed=ENV_SEED)
+    if suite == "bsuite":
+        seeded_bsuite(task if "/" in task else f"{task}/0")
+        return main.make_env(config, 0)
     if suite == "crafter":
         deterministic_crafter()
     if suite.startswith("atari"):
@@ -283,22 +327,26 @@ def _reference_env(reference: Path, case: dict):
 
 
 def record_reference(reference: Path, case_name: str, actions: np.ndarray) -> dict:
-    """The reference's rows {key: [rows, ...]} for the case's actions."""
+    """The reference's rows {key: [rows, ...]} for the case's actions; the names of the
+    `log_` keys it emitted (which are not rows here) under LOG_KEYS."""
     if CASES[case_name]["env"].startswith("atari"):
         import ale_py
         os.environ.setdefault("ALE_ROM_PATH", str(Path(ale_py.__file__).parent / "roms"))
     os.environ.setdefault("MUJOCO_GL", "egl")
     env = _reference_env(reference, CASES[case_name])
     rows: dict[str, list] = {}
-    log_keys = CASES[case_name].get("log_keys", ())
+    log_keys = CASES[case_name].get("log_keys", ())  # compared as rows (episode stats)
+    logs: set[str] = set()
     for k, a in enumerate(actions):
         obs = env.step({"action": a, "reset": k == 0})
         for key, value in obs.items():
+            if key.startswith("log_"):
+                logs.add(key)
             if key.startswith("log_") and key not in log_keys:
                 continue
             rows.setdefault(key, []).append(np.asarray(value))
     env.close()
-    return {k: np.stack(v) for k, v in rows.items()}
+    return {**{k: np.stack(v) for k, v in rows.items()}, LOG_KEYS: np.array(sorted(logs))}
 
 
 # ----------------------------------------------------------------------------- ours
@@ -348,6 +396,10 @@ def comparable(ref: dict) -> dict:
     per-row digests, floats as float32 (what the agent reads), flags as bool."""
     out = {}
     for key, value in ref.items():
+        if key == LOG_KEYS:
+            continue
+        if value.ndim == 3:  # a [rows, cols] observation: a vector in our rows
+            value = value.reshape(len(value), -1)
         if value.ndim == 4 and value.dtype == np.uint8:
             out[key] = np.array([image_digest(v) for v in value])
         elif key in ROW_KEYS[1:]:
@@ -368,6 +420,9 @@ def _documented(case_name: str, key: str, ref: dict, ours: dict) -> dict[str, np
             out["D12"] = ours["is_first"]
         if key == "is_terminal":  # D13: its own frame limit counts as a termination
             out["D13"] = ours["is_last"] & ~ours["is_terminal"] & ref["is_terminal"]
+    if CASES[case_name]["env"].startswith("memmaze") and key == "is_terminal":
+        # D30: FromGym marks the maze's own time limit is_terminal.
+        out["D30"] = ours["is_last"] & ~ours["is_terminal"] & ref["is_terminal"]
     return {k: v for k, v in out.items() if v.shape == (rows,)}
 
 
@@ -375,7 +430,8 @@ def compare(case_name: str, ref: dict, ours: dict) -> dict:
     """Per key: rows that differ, the first, the largest difference, and how many of them
     each documented deviation explains; `undocumented` counts the rest."""
     raw, ref = ref, comparable(ref)
-    result = {"keys_only_in_reference": sorted(set(ref) - set(ours)),
+    result = {"log_keys_of_reference": [str(k) for k in raw.get(LOG_KEYS, [])],
+              "keys_only_in_reference": sorted(set(ref) - set(ours)),
               "keys_only_in_ours": sorted(set(ours) - set(ref)), "keys": {}}
     for key in sorted(set(ref) & set(ours)):
         a = ref[key]
@@ -424,16 +480,23 @@ def summary_line(case_name: str, result: dict) -> str:
 
 
 def save_fixture(path: Path, ref: dict, actions: np.ndarray, versions: dict) -> None:
-    """The reference's rows (images as digests) and the actions, compressed."""
+    """The reference's rows (images as digests), the actions and the names of the log_
+    keys it emitted, compressed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, actions=actions, versions=json.dumps(versions),
+    logs = {"log_keys": ref[LOG_KEYS]} if LOG_KEYS in ref else {}
+    np.savez_compressed(path, actions=actions, versions=json.dumps(versions), **logs,
                         **{f"ref/{k}": v for k, v in comparable(ref).items()})
 
 
 def load_fixture(path: Path) -> tuple[dict, np.ndarray, dict]:
+    """(rows, actions, versions); versions["log_keys"]: the reference's log_ key names
+    where the fixture recorded them."""
     with np.load(path) as f:
         ref = {k[4:]: f[k] for k in f.files if k.startswith("ref/")}
-        return ref, f["actions"], json.loads(str(f["versions"]))
+        versions = json.loads(str(f["versions"]))
+        if "log_keys" in f.files:
+            versions["log_keys"] = [str(k) for k in f["log_keys"]]
+        return ref, f["actions"], versions
 
 
 # ----------------------------------------------------------------------------- main
@@ -443,7 +506,8 @@ def versions() -> dict:
     from importlib import metadata
     out = {"python": sys.version.split()[0]}
     for name in ("numpy", "ale-py", "dm-control", "mujoco", "crafter", "gymnasium",
-                 "pillow", "labmaze"):
+                 "pillow", "labmaze", "procgen-mirror", "gym3", "gym", "bsuite",
+                 "memory-maze"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

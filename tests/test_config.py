@@ -43,6 +43,7 @@ DMC_PROPRIO_12M_256 = {
     "env.atari100k.resize": "pillow", "env.atari100k.length": 100000,
     "env.crafter.size": (64, 64),
     "env.dmc.size": (64, 64), "env.dmc.repeat": 2, "env.dmc.image": False,
+    "env.procgen.size": (64, 64),
     "env.dmc.camera": -1,
     "env.loconav.size": (64, 64), "env.loconav.repeat": 2, "env.loconav.camera": -1,  # :86
     "batch_size": 16, "batch_length": 65, "replay_context": 1,

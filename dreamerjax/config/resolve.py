@@ -43,6 +43,7 @@ from dreamerjax.config.keys import (
     NAMED,
     OUR_KEYS,
     REFUSED,
+    REFUSED_NAMED,
     REFUSED_SUITES,
     RESUMABLE_FIELDS,
     ConfigError,
@@ -255,6 +256,8 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         if name not in table and label.startswith("--size "):
             known = [n.removeprefix("size") for n in table if n.startswith("size")]
             raise ConfigError(f"--size {size!r}: known sizes are {', '.join(known)}")
+        if name in REFUSED_NAMED:
+            raise ConfigError(f"{label}: not available: {REFUSED_NAMED[name]}")
         if name not in table and name in REFUSED_SUITES:
             raise ConfigError(f"{label}: {REFUSED_SUITES[name]}")
         if name not in table:

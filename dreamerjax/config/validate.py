@@ -213,7 +213,7 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
 
 def _check_env_sections(flat: dict[str, Any]) -> None:
     """The suites' image sizes and action repeats, the encoder/decoder space regexes."""
-    for suite in ("atari", "atari100k", "crafter", "dmc", "craftax", "loconav"):
+    for suite in ("atari", "atari100k", "crafter", "dmc", "procgen", "craftax", "loconav"):
         key = f"env.{suite}.size"
         if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
             raise ConfigError(f"{key}: needs two positive sizes, got {list(flat[key])}")
