@@ -247,7 +247,7 @@ def test_bad_config_is_refused_before_compiling(tmp_path):
         make_setup(make_config("NoSuchEnv-v0", tiny=True))
     with pytest.raises(ConfigError, match=r"run.eval_every_rows: 800 must divide run.steps"):
         make_config("CartPole-v1", tiny=True, steps=2000, eval_every=800)
-    # A Config built in Python (not resolved) meets the same one check (configs.validate)
+    # A Config built in Python (not resolved) meets the same one check (config/validate.py)
     # in the run's plan (make_plan, which train makes), seeds included, before anything
     # is built or written.
     out = tmp_path / "run"

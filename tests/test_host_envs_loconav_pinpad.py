@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dreamerjax.config import keys
+from dreamerjax.config import resolve as config_resolve
 from dreamerjax.envs import registry
 from dreamerjax.envs.host import base as host
 from dreamerjax.envs.host import pinpad
@@ -163,13 +164,13 @@ def test_loconav_ant_maze_spaces_rows_and_coverage():
 
 @pytest.mark.parametrize("reference", ["29eb964", "e3f0224"])
 def test_loconav_preset_at_both_versions(reference):
-    config, _ = keys.resolve(["loconav"], [f"reference={reference}"])
+    config, _ = config_resolve.resolve(["loconav"], [f"reference={reference}"])
     assert config.run.env == "loconav_ant_maze_m" and config.run.train_ratio == 256
     assert config.env.loconav.repeat == 1 and config.env.loconav.size == (64, 64)
     assert config.env.loconav.camera == -1
     assert config.agent.enc_spaces == ".*" == config.agent.dec_spaces
     # The suite's default repeat: 2 at 29eb964 (configs.yaml:86), 1 at e3f0224 (:37).
-    default, _ = keys.resolve([], [f"reference={reference}", "task=loconav_ant_maze_s"])
+    default, _ = config_resolve.resolve([], [f"reference={reference}", "task=loconav_ant_maze_s"])
     assert default.env.loconav.repeat == (2 if reference == "29eb964" else 1)
 
 
@@ -179,8 +180,8 @@ def test_loconav_preset_at_both_versions(reference):
 def test_minecraft_and_dmlab_refused_in_one_line(name, words):
     for reference in ("29eb964", "e3f0224"):
         with pytest.raises(keys.ConfigError) as e:
-            keys.resolve([name], [f"reference={reference}"])
+            config_resolve.resolve([name], [f"reference={reference}"])
         assert str(e.value).startswith(f"--configs {name}: ") and words in str(e.value)
         assert "\n" not in str(e.value)
     with pytest.raises(keys.ConfigError, match=f"env.{name}.size.*{words}"):
-        keys.resolve([], [f"env.{name}.size=[64, 64]"])
+        config_resolve.resolve([], [f"env.{name}.size=[64, 64]"])

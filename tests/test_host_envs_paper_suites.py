@@ -11,7 +11,9 @@ import os
 import numpy as np
 import pytest
 
+from dreamerjax.config import dotted as D
 from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
 from dreamerjax.envs import registry
 from dreamerjax.envs.host import base as host
 from dreamerjax.tools import cli
@@ -196,7 +198,7 @@ def test_a_missing_extra_names_its_install_commands(monkeypatch):
 
 def _flat(names, reference=None):
     sets = [f"reference={reference}"] if reference else []
-    return C.to_dotted(C.resolve(names, sets)[0])
+    return D.to_dotted(R.resolve(names, sets)[0])
 
 
 def test_presets_resolve_as_the_references_configs_at_29eb964():
@@ -221,13 +223,13 @@ def test_presets_resolve_as_the_references_configs_at_e3f0224():
     assert (f["task"], f["run.num_envs"], f["run.train_ratio"]) == ("bsuite_mnist/0", 1, 1024)
     assert _flat([], "e3f0224")["env.memmaze.extra_obs"] is False  # MemoryMaze-{size}-v0
     with pytest.raises(C.ConfigError, match="unknown config name of e3f0224"):
-        C.resolve(["memmaze"], ["reference=e3f0224"])
+        R.resolve(["memmaze"], ["reference=e3f0224"])
 
 
 @pytest.mark.parametrize("reference", ["29eb964", "e3f0224"])
 def test_multicpu_refused_in_one_line_saying_how(reference):
     with pytest.raises(C.ConfigError) as e:
-        C.resolve(["multicpu"], [f"reference={reference}"])
+        R.resolve(["multicpu"], [f"reference={reference}"])
     assert "xla_force_host_platform_device_count" in str(e.value)
     assert "--data-devices" in str(e.value) and "\n" not in str(e.value)
 

@@ -13,6 +13,7 @@ import pytest
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import normalize, optim
 from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
 from dreamerjax.config.defaults import (
     HEAD_REF,
     NormConfig,
@@ -21,6 +22,7 @@ from dreamerjax.config.defaults import (
     head_defaults,
     tiny_agent_config,
 )
+from dreamerjax.config.validate import validate
 from dreamerjax.tools.parity.fixtures import _load, run_parity
 
 REF = Path(__file__).parent / "data" / "reference_options"
@@ -209,8 +211,8 @@ def test_reset_context_clears_first_flags_by_its_chance():
                 "agent.valnorm.impl=meanstd", "agent.advnorm.impl=perc"]),
 ])
 def test_the_options_are_accepted_at_their_version(reference, sets):
-    config = C.make_config("CartPole-v1", sets=sets, reference=reference)
-    C.validate(config)
+    config = R.make_config("CartPole-v1", sets=sets, reference=reference)
+    validate(config)
     assert config.agent.opt.wd == 1e-4
 
 
@@ -228,7 +230,7 @@ def test_the_options_are_accepted_at_their_version(reference, sets):
 ])
 def test_bad_values_are_refused_naming_the_key(reference, sets, message):
     with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
-        C.validate(C.make_config("CartPole-v1", sets=sets, reference=reference))
+        validate(R.make_config("CartPole-v1", sets=sets, reference=reference))
 
 
 @pytest.mark.slow  # compiles the tiny update
