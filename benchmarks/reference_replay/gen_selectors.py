@@ -84,7 +84,7 @@ def prio_probs(sel):
             q = np.ones(len(u)) / len(u)
         else:
             q = u / total
-        for child, qc in zip(node.children, q):
+        for child, qc in zip(node.children, q, strict=True):
             if qc > 0:
                 walk(child, p * qc)
 
@@ -95,7 +95,7 @@ def prio_probs(sel):
 
 def mixture_probs(mix, recency, keys):
     total = {k: 0.0 for k in keys}
-    for sel, frac in zip(mix.selectors, mix.fractions):
+    for sel, frac in zip(mix.selectors, mix.fractions, strict=True):
         if isinstance(sel, selectors.Uniform):
             part = {k: 1.0 / len(sel.keys) for k in sel.keys}
         elif isinstance(sel, selectors.Recency):
