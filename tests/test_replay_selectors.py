@@ -8,8 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _runs import SMALL_RUN
 
+from dreamerjax.config import keys as C
 from dreamerjax.data import replay as rp
+from dreamerjax.run import driver
 
 DATA = Path(__file__).parent / "data" / "reference_replay"
 
@@ -123,3 +126,48 @@ def test_zero_on_sample_zeroes_priority_draws_within_a_batch():
     # Infinite items are drawn before any finite one: 8 draws touch 8 distinct items
     # whose windows each had a row at inf.
     assert np.isinf(prio).sum() >= 40 - 8 * 4
+
+
+# ----------------------------------------------------------------------------- config
+
+
+MIX = ["replay.fracs.uniform=0.5", "replay.fracs.priority=0.3", "replay.fracs.recency=0.2"]
+
+
+@pytest.mark.parametrize("reference, sets", [
+    ("e3f0224", [*MIX, "replay.recexp=0.5", "replay.prio.exponent=0.6",
+                 "replay.prio.maxfrac=0.2", "replay.prio.initial=2",
+                 "replay.prio.zero_on_sample=False"]),
+    ("29eb964", ["replay.fracs.uniform=0.5", "replay.fracs.recency=0.5",
+                 "replay.recexp=2"]),
+])
+def test_the_selector_keys_are_accepted_at_their_version(reference, sets):
+    config = C.make_config("CartPole-v1", sets=sets, reference=reference)
+    C.validate(config)
+    sel = rp.selector_from_run(config.run)
+    assert sel is not None and sel.recency > 0
+    assert rp.selector_from_run(C.make_config("CartPole-v1", reference=reference).run) is None
+
+
+@pytest.mark.parametrize("reference, sets, message", [
+    ("e3f0224", ["replay.fracs.uniform=0.5"], "replay.fracs: uniform=0.5, priority=0.0"),
+    ("e3f0224", [*MIX, "replay.prio.maxfrac=1.5"], "replay.prio.maxfrac: 1.5; must be in"),
+    ("e3f0224", [*MIX, "replay.prio.initial=-1"], "replay.prio.initial: -1.0; must be >= 0"),
+    ("e3f0224", ["replay.priosignal=td"], "only 'model' is implemented"),
+    ("29eb964", ["replay.priosignal=loss"], "choose one of model, td, all"),
+    ("29eb964", MIX, "replay.fracs.priority: 29eb964 writes the update's priorities back"),
+])
+def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message):
+    with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
+        C.validate(C.make_config("CartPole-v1", sets=sets, reference=reference))
+
+
+@pytest.mark.slow  # compiles a tiny run
+def test_a_tiny_e3f0224_run_with_the_mixture_trains(tmp_path):
+    cfg = C.make_config("CartPole-v1", tiny=True, sets=MIX, reference="e3f0224",
+                        **{**SMALL_RUN, "steps": 240})
+    res = driver.train(cfg, (0,), str(tmp_path / "run"), progress=False,
+                       compile_cache=False, tensorboard=False, report=False)
+    trained = [r for r in res.records if r["updates"] > 0]
+    assert trained, res.records
+    assert all(np.isfinite(r["train"]["opt_loss"]) for r in trained)

@@ -101,6 +101,12 @@ REFERENCE_KEYS: dict[str, str] = {
     "run.train_ratio": "run.train_ratio",  # :52
     "run.train_fill": "run.train_fill",  # :53
     "replay.size": "run.replay_size",  # :12
+    # :14-17; the selector mixture (data/replay.py Selector).
+    **{f"replay.fracs.{k}": f"run.replay_{k}" for k in ("uniform", "priority", "recency")},
+    **{f"replay.prio.{k}": f"run.replay_prio_{k}"
+       for k in ("exponent", "maxfrac", "initial", "zero_on_sample")},
+    "replay.recexp": "run.replay_recexp",
+    "replay.priosignal": "run.replay_priosignal",
     "wrapper.length": "run.episode_limit",  # :77
     "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
@@ -181,6 +187,10 @@ OUR_KEYS: dict[str, str] = {
     "logger.mlflow.experiment": "logger.mlflow_experiment",
 }
 
+# Float keys whose +inf is a value: a new item's priority, drawn before any finite one
+# (configs.yaml:15 @29eb964, the default).
+MAY_BE_INFINITE = frozenset({"replay.prio.initial"})
+
 # String keys whose empty value means "left to the package" (LoggerConfig).
 MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri"})
 
@@ -227,14 +237,6 @@ FIXED: dict[str, tuple[Any, str]] = {
     "replay_critic_bootstrap": ("imag", _NOT_CONFIGURABLE),
     "reward_grad": (True, _NOT_CONFIGURABLE),
     "replay.online": (True, "the replay always serves its online queue first"),
-    "replay.fracs.uniform": (1.0, "only uniform replay is implemented"),
-    "replay.fracs.priority": (0.0, "prioritized replay is not implemented"),
-    "replay.fracs.recency": (0.0, "recency replay is not implemented"),
-    **{f"replay.prio.{k}": (v, "prioritized replay is not implemented")
-       for k, v in (("exponent", 0.8), ("maxfrac", 0.5), ("initial", math.inf),
-                    ("zero_on_sample", True))},
-    "replay.priosignal": ("model", "prioritized replay is not implemented"),
-    "replay.recexp": (1.0, "recency replay is not implemented"),
     "replay_length": (0, "replayed sequences are batch_length rows"),
     "wrapper.reset": (True, "envs always reset after their last row"),
     "wrapper.discretize": (0, "action discretisation is not implemented"),
@@ -1117,7 +1119,8 @@ def _check_ranges(flat: dict[str, Any]) -> None:
             raise ConfigError(f"{key}: must be in [0, 1], got {flat[key]}")
     for key, path in KEYS.items():
         value = flat[key]
-        if isinstance(value, float) and not math.isfinite(value):
+        if (isinstance(value, float) and not math.isfinite(value)
+                and not (key in MAY_BE_INFINITE and value == math.inf)):
             raise ConfigError(f"{key}: must be finite, got {value}")
         if _field_type(path) is str and not value.strip() and key not in MAY_BE_EMPTY:
             raise ConfigError(f"{key}: must not be empty")
@@ -1197,6 +1200,35 @@ def _check_choices(flat: dict[str, Any]) -> None:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
     _validate_logger(flat)
+    _check_replay_selectors(flat)
+
+
+# replay.priosignal values (agent.py:204-221 @29eb964).
+PRIOSIGNALS = ("model", "td", "all")
+
+
+def _check_replay_selectors(flat: Mapping[str, Any]) -> None:
+    """replay.fracs: three non-negative fractions summing to 1 (selectors.py:187
+    @29eb964); replay.prio.maxfrac in [0, 1] (:117); priorities non-negative."""
+    fracs = {k: flat[f"replay.fracs.{k}"] for k in ("uniform", "priority", "recency")}
+    if min(fracs.values()) < 0 or abs(sum(fracs.values()) - 1) > 1e-6:
+        raise ConfigError("replay.fracs: " + ", ".join(f"{k}={v}" for k, v in fracs.items())
+                          + "; the fractions must be >= 0 and sum to 1")
+    if not 0 <= flat["replay.prio.maxfrac"] <= 1:
+        raise ConfigError(f"replay.prio.maxfrac: {flat['replay.prio.maxfrac']!r}; must be "
+                          "in [0, 1]")
+    if not flat["replay.prio.initial"] >= 0:
+        raise ConfigError(f"replay.prio.initial: {flat['replay.prio.initial']!r}; must be "
+                          ">= 0 (inf: new items first)")
+    if flat["replay.priosignal"] not in PRIOSIGNALS:
+        raise ConfigError(f"replay.priosignal: {flat['replay.priosignal']!r}; choose one of "
+                          f"{', '.join(PRIOSIGNALS)}")
+    if (fracs["priority"] > 0 and flat["reference"] != HEAD_REF):
+        raise ConfigError(
+            "replay.fracs.priority: 29eb964 writes the update's priorities back "
+            "(replay.priosignal, agent.py:204-221), which is not implemented; use "
+            f"--reference {HEAD_REF}, whose prioritized replay runs on replay.prio.initial "
+            "and zero_on_sample alone, or replay.fracs.recency")
 
 
 def _check_one_version(flat: Mapping[str, Any]) -> None:

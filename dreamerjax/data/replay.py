@@ -76,7 +76,8 @@ class Selector:
     """The reference's replay.fracs mixture with replay.prio and replay.recexp.
 
     size: the recency table's length, the reference's replay capacity in items (0: the
-    ring's, num_envs * (capacity - length + 1)).
+    ring's, num_envs * (capacity - length + 1)), for `envs` envs; a replay that holds a
+    part of the envs (a data shard) takes the same part of the table.
     """
 
     uniform: float = 1.0
@@ -88,6 +89,7 @@ class Selector:
     zero_on_sample: bool = True
     recexp: float = 1.0
     size: int = 0
+    envs: int = 0
 
     def __post_init__(self):
         fracs = (self.uniform, self.priority, self.recency)
@@ -99,6 +101,20 @@ class Selector:
     @property
     def uniform_only(self) -> bool:
         return self.priority == 0 and self.recency == 0
+
+
+def selector_from_run(run) -> Selector | None:
+    """The Selector of a RunConfig's replay.fracs / replay.prio / replay.recexp, or None
+    for uniform replay. The recency table has the reference's replay capacity in items,
+    replay.size (the ring's own when run.replay_capacity sets it in rows)."""
+    if run.replay_priority == 0 and run.replay_recency == 0:
+        return None
+    return Selector(
+        uniform=run.replay_uniform, priority=run.replay_priority,
+        recency=run.replay_recency, exponent=run.replay_prio_exponent,
+        maxfrac=run.replay_prio_maxfrac, initial=run.replay_prio_initial,
+        zero_on_sample=run.replay_prio_zero_on_sample, recexp=run.replay_recexp,
+        size=0 if run.replay_capacity else int(run.replay_size), envs=run.num_envs)
 
 
 @struct.dataclass
@@ -355,7 +371,7 @@ def _component_probs(state: ReplayState) -> tuple[jax.Array, jax.Array, jax.Arra
     exists = jnp.zeros((P,), bool).at[pos].set(True, mode="drop")
     priority = jnp.where(valid, _tree_probs(leaves, exists)[jnp.minimum(pos, P - 1)], 0.0)
 
-    size = sel.size or S
+    size = S if not sel.size else max(1, round(sel.size * E / (sel.envs or E)))
     a = jnp.arange(size)
     w = 1.0 / (a + 1).astype(jnp.float32) ** jnp.float32(sel.recexp)
     w = w / jnp.sum(w)
