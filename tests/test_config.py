@@ -88,7 +88,7 @@ DMC_PROPRIO_12M_256 = {
     "logger.filter": "score|length|fps|ratio|train/loss/|train/rand/",
     # Keys with one implemented value (a sample; every FIXED key is compared below).
     "dyn.rssm.act": "silu", "dyn.rssm.cell": "blockgru", "retnorm.impl": "perc",
-    "replay.fracs.uniform": 1.0, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
+    "replay.online": True, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
     "jax.train_devices": (0,),  # configs.yaml:31 @29eb964
 }
 
