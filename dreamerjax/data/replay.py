@@ -281,15 +281,16 @@ def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
     j = head + jnp.arange(B, dtype=jnp.int32)
     q_env, q_start = j % E, 1 + L * (j // E)
 
-    online = jnp.arange(B) < taken
-    if state.selector is None:
+    if state.selector is None:  # uniform: the program of a run without selectors
         lo, n = _valid_items(state)
         cum = jnp.cumsum(n)
         u = jax.random.randint(key, (B,), 0, jnp.maximum(cum[-1], 1))
         u_env = jnp.searchsorted(cum, u, side="right").astype(jnp.int32)
         u_env = jnp.minimum(u_env, E - 1)
         u_start = lo[u_env] + u - (cum[u_env] - n[u_env])
+        online = jnp.arange(B) < taken
     else:
+        online = jnp.arange(B) < taken
         state, u_env, u_start = _select(state, key, online)
     env = jnp.where(online, q_env, u_env).astype(jnp.int32)
     start = jnp.where(online, q_start, u_start).astype(jnp.int32)
