@@ -140,12 +140,15 @@ MIX = ["replay.fracs.uniform=0.5", "replay.fracs.priority=0.3", "replay.fracs.re
                  "replay.prio.zero_on_sample=False"]),
     ("29eb964", ["replay.fracs.uniform=0.5", "replay.fracs.recency=0.5",
                  "replay.recexp=2"]),
+    ("29eb964", [*MIX, "replay.priosignal=td"]),
 ])
 def test_the_selector_keys_are_accepted_at_their_version(reference, sets):
     config = C.make_config("CartPole-v1", sets=sets, reference=reference)
     C.validate(config)
     sel = rp.selector_from_run(config.run)
     assert sel is not None and sel.recency > 0
+    assert rp.writes_priorities(rp.replay_init(2, 10, _example(), 4, sel), reference) == (
+        reference == "29eb964" and sel.priority > 0)
     assert rp.selector_from_run(C.make_config("CartPole-v1", reference=reference).run) is None
 
 
@@ -155,7 +158,6 @@ def test_the_selector_keys_are_accepted_at_their_version(reference, sets):
     ("e3f0224", [*MIX, "replay.prio.initial=-1"], "replay.prio.initial: -1.0; must be >= 0"),
     ("e3f0224", ["replay.priosignal=td"], "only 'model' is implemented"),
     ("29eb964", ["replay.priosignal=loss"], "choose one of model, td, all"),
-    ("29eb964", MIX, "replay.fracs.priority: 29eb964 writes the update's priorities back"),
 ])
 def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message):
     with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
@@ -163,11 +165,31 @@ def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message
 
 
 @pytest.mark.slow  # compiles a tiny run
-def test_a_tiny_e3f0224_run_with_the_mixture_trains(tmp_path):
-    cfg = C.make_config("CartPole-v1", tiny=True, sets=MIX, reference="e3f0224",
+@pytest.mark.parametrize("reference, sets", [
+    ("e3f0224", MIX),
+    ("29eb964", [*MIX, "replay.priosignal=all"]),  # priorities written back
+])
+def test_a_tiny_run_with_the_mixture_trains(tmp_path, reference, sets):
+    cfg = C.make_config("CartPole-v1", tiny=True, sets=sets, reference=reference,
                         **{**SMALL_RUN, "steps": 240})
     res = driver.train(cfg, (0,), str(tmp_path / "run"), progress=False,
                        compile_cache=False, tensorboard=False, report=False)
     trained = [r for r in res.records if r["updates"] > 0]
     assert trained, res.records
     assert all(np.isfinite(r["train"]["opt_loss"]) for r in trained)
+
+
+def test_priorities_written_back_land_on_the_trained_rows():
+    """replay_prioritize: priority [B, T] of rows start + K .. start + L - 1; rows the
+    ring no longer holds are left alone."""
+    sel = rp.Selector(uniform=0.0, priority=1.0, initial=7.0)
+    state = rp.replay_init(1, 10, _example(), length=4, selector=sel)
+    for _ in range(13):  # rows 0..12; the ring holds rows 3..12
+        state = _add(state, _rows(1))
+    index = rp.ReplayIndex(env=jnp.array([0, 0], jnp.int32), start=jnp.array([1, 8]))
+    state = rp.replay_prioritize(state, index, jnp.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    prio = np.asarray(state.prio[0])
+    # Window 1: rows 2 (gone), 3, 4 -> slots 3, 4; window 8: rows 9, 10, 11.
+    want = {3: 2.0, 4: 3.0, 9: 4.0, 0: 5.0, 1: 6.0}  # row r at slot r % 10
+    for slot in range(10):
+        assert prio[slot] == want.get(slot, 7.0), slot

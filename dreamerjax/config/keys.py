@@ -1223,12 +1223,6 @@ def _check_replay_selectors(flat: Mapping[str, Any]) -> None:
     if flat["replay.priosignal"] not in PRIOSIGNALS:
         raise ConfigError(f"replay.priosignal: {flat['replay.priosignal']!r}; choose one of "
                           f"{', '.join(PRIOSIGNALS)}")
-    if (fracs["priority"] > 0 and flat["reference"] != HEAD_REF):
-        raise ConfigError(
-            "replay.fracs.priority: 29eb964 writes the update's priorities back "
-            "(replay.priosignal, agent.py:204-221), which is not implemented; use "
-            f"--reference {HEAD_REF}, whose prioritized replay runs on replay.prio.initial "
-            "and zero_on_sample alone, or replay.fracs.recency")
 
 
 def _check_one_version(flat: Mapping[str, Any]) -> None:

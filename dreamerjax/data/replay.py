@@ -394,6 +394,14 @@ def replay_probs(state: ReplayState) -> jax.Array:
     return jnp.tensordot(fracs, probs, 1)
 
 
+def writes_priorities(state: ReplayState, version: str) -> bool:
+    """Whether the update's priorities replace the latent write-back: 29eb964 with a
+    prioritized fraction (agent.py:204-221 @29eb964 returns only step ids and priorities
+    then); e3f0224 writes no priorities back (agent.py:151-152 @e3f0224)."""
+    sel = state.selector
+    return sel is not None and sel.priority > 0 and str(version) == "29eb964"
+
+
 def replay_set_priority(state: ReplayState, env: jax.Array, row: jax.Array,
                         value: jax.Array) -> ReplayState:
     """Priorities of rows: env [M], absolute row [M], value [M] (selectors.prioritize).
