@@ -388,8 +388,8 @@ def test_keys_without_meaning_here_are_refused_with_the_reason():
     assert "run directory is --out" in _error(sets=["logdir=runs/x"])
     assert "--seeds" in _error(sets=["seed=3"])
     assert "dmlab suite is not implemented" in _error(sets=["env.dmlab.repeat=2"])
-    assert "29eb964 writes the update's priorities back" in _error(
-        sets=["replay.fracs.uniform=0.5", "replay.fracs.priority=0.5"])
+    assert "the fractions must be >= 0 and sum to 1" in _error(
+        sets=["replay.fracs.priority=0.5"])
     assert "jax.param_dtype='bfloat16' is not supported" in _error(
         sets=["jax.param_dtype=bfloat16"])
     assert "only 'silu' is implemented" in _error(sets=[r".*\.act=gelu"])
