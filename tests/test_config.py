@@ -31,6 +31,11 @@ DMC_PROPRIO_12M_256 = {
     "task": "dmc_walker_walk",
     "run.steps": 300000, "run.num_envs": 16, "run.eval_eps": 1, "run.train_ratio": 256.0,
     "run.train_fill": 0, "replay.size": 5000000, "wrapper.length": 0,
+    # configs.yaml:14-17 @29eb964
+    "replay.fracs.uniform": 1.0, "replay.fracs.priority": 0.0, "replay.fracs.recency": 0.0,
+    "replay.prio.exponent": 0.8, "replay.prio.maxfrac": 0.5,
+    "replay.prio.initial": float("inf"), "replay.prio.zero_on_sample": True,
+    "replay.recexp": 1.0, "replay.priosignal": "model",
     "run.driver_parallel": True,
     "env.atari.size": (64, 64), "env.atari.repeat": 4, "env.atari.sticky": True,
     "env.atari.gray": True, "env.atari.actions": "all", "env.atari.lives": "unused",
@@ -89,7 +94,7 @@ DMC_PROPRIO_12M_256 = {
     "logger.filter": "score|length|fps|ratio|train/loss/|train/rand/",
     # Keys with one implemented value (a sample; every FIXED key is compared below).
     "dyn.rssm.act": "silu", "dyn.rssm.cell": "blockgru", "retnorm.impl": "perc",
-    "replay.fracs.uniform": 1.0, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
+    "replay.online": True, "opt.scaler": "rms", "jax.compute_dtype": "bfloat16",
     "jax.train_devices": (0,),  # configs.yaml:31 @29eb964
 }
 
@@ -141,8 +146,8 @@ def test_dmc_proprio_size12m_matches_the_reference_table():
 def test_fixed_keys_hold_the_references_defaults():
     # The one value a FIXED key accepts is the reference's default (configs.yaml 1-146).
     ref_defaults = {"dyn.rssm.act": "silu", "dec.simple.vecdist": "symlog_mse",
-                    "replay.prio.initial": float("inf"), "opt.details": False,
-                    "imag_repeat": 1, "replay.recexp": 1.0, "jax.param_dtype": "float32"}
+                    "replay.online": True, "opt.details": False,
+                    "imag_repeat": 1, "jax.param_dtype": "float32"}
     for key, want in ref_defaults.items():
         assert C.FIXED[key][0] == want, key
 
@@ -388,7 +393,7 @@ def test_keys_without_meaning_here_are_refused_with_the_reason():
     assert "run directory is --out" in _error(sets=["logdir=runs/x"])
     assert "--seeds" in _error(sets=["seed=3"])
     assert "dmlab suite needs DeepMind Lab" in _error(sets=["env.dmlab.repeat=2"])
-    assert "prioritized replay is not implemented" in _error(
+    assert "the fractions must be >= 0 and sum to 1" in _error(
         sets=["replay.fracs.priority=0.5"])
     assert "jax.param_dtype='bfloat16' is not supported" in _error(
         sets=["jax.param_dtype=bfloat16"])

@@ -957,8 +957,28 @@ def apply_gradients(state: AgentState, cfg: AgentConfig, total, aux: dict, grads
         "replay": {"deter": nm.cast(post["deter"], f32),
                    "stoch": jnp.argmax(post["stoch"], -1).astype(jnp.int32)},
         "carry": nm.cast(aux["carry"], f32),
+        "losses": aux["unscaled"],  # for the replay's priorities (priority_signal)
     }
     return new_state, outs, metrics
+
+
+_NOT_DECODER = ("dyn", "rep", "reward", "cont", "actor", "critic", "replay_critic")
+
+
+def priority_signal(losses: dict, signal: str, B: int, T: int) -> jax.Array:
+    """29eb964's replay priority of each trained row [B, T] from the update's unscaled
+    loss terms (agent.py:204-221 @29eb964, replay.priosignal): "model" the sum of the
+    rep, dyn and decoder losses; "td" the critic loss of each row's first imagined step;
+    "all" both and the actor's."""
+    model = ["rep", "dyn", *(k for k in losses if k not in _NOT_DECODER)]
+    terms = [losses[k] for k in model] if signal in ("model", "all") else []
+    if signal == "all":
+        terms.append(losses["actor"][:, 0].reshape((B, T)))
+    if signal in ("td", "all"):
+        terms.append(losses["critic"][:, 0].reshape((B, T)))
+    if not terms:
+        raise ValueError(f"replay.priosignal: {signal!r}; choose one of model, td, all")
+    return jnp.stack([jnp.asarray(t, f32) for t in terms], 0).sum(0)
 
 
 def param_counts(params: dict) -> dict:

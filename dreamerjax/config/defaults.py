@@ -287,6 +287,18 @@ class RunConfig:
     # the f devices (algo/fsdp.py; HEAD replicates them, docs/deviations.md D21). 't' must
     # be 1; f must be 1 at 29eb964, which has no such axis.
     train_mesh: str = "-1,1,1"
+    # replay.fracs / replay.prio / replay.recexp / replay.priosignal (configs.yaml:14-17
+    # @29eb964, :42-45 @e3f0224): the selector mixture the replay samples with after its
+    # online queue (data/replay.py Selector); uniform 1.0 is today's uniform replay.
+    replay_uniform: float = 1.0
+    replay_priority: float = 0.0
+    replay_recency: float = 0.0
+    replay_prio_exponent: float = 0.8
+    replay_prio_maxfrac: float = 0.5
+    replay_prio_initial: float = math.inf
+    replay_prio_zero_on_sample: bool = True
+    replay_recexp: float = 1.0
+    replay_priosignal: str = "model"
 
 
 def data_devices(run: RunConfig) -> int:

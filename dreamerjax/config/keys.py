@@ -28,7 +28,6 @@ of a run's values) and docs_tables.py (dreamerjax info's listing, docs/config.md
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import typing
 from collections.abc import Iterable, Mapping
@@ -81,6 +80,12 @@ REFERENCE_KEYS: dict[str, str] = {
     "run.train_ratio": "run.train_ratio",  # :52
     "run.train_fill": "run.train_fill",  # :53
     "replay.size": "run.replay_size",  # :12
+    # :14-17; the selector mixture (data/replay.py Selector).
+    **{f"replay.fracs.{k}": f"run.replay_{k}" for k in ("uniform", "priority", "recency")},
+    **{f"replay.prio.{k}": f"run.replay_prio_{k}"
+       for k in ("exponent", "maxfrac", "initial", "zero_on_sample")},
+    "replay.recexp": "run.replay_recexp",
+    "replay.priosignal": "run.replay_priosignal",
     "wrapper.length": "run.episode_limit",  # :77
     "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
@@ -166,6 +171,10 @@ OUR_KEYS: dict[str, str] = {
     "logger.mlflow.experiment": "logger.mlflow_experiment",
 }
 
+# Float keys whose +inf is a value: a new item's priority, drawn before any finite one
+# (configs.yaml:15 @29eb964, the default).
+MAY_BE_INFINITE = frozenset({"replay.prio.initial"})
+
 # String keys whose empty value means "left to the package" (LoggerConfig).
 MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri"})
 
@@ -212,14 +221,6 @@ FIXED: dict[str, tuple[Any, str]] = {
     "replay_critic_bootstrap": ("imag", _NOT_CONFIGURABLE),
     "reward_grad": (True, _NOT_CONFIGURABLE),
     "replay.online": (True, "the replay always serves its online queue first"),
-    "replay.fracs.uniform": (1.0, "only uniform replay is implemented"),
-    "replay.fracs.priority": (0.0, "prioritized replay is not implemented"),
-    "replay.fracs.recency": (0.0, "recency replay is not implemented"),
-    **{f"replay.prio.{k}": (v, "prioritized replay is not implemented")
-       for k, v in (("exponent", 0.8), ("maxfrac", 0.5), ("initial", math.inf),
-                    ("zero_on_sample", True))},
-    "replay.priosignal": ("model", "prioritized replay is not implemented"),
-    "replay.recexp": (1.0, "recency replay is not implemented"),
     "replay_length": (0, "replayed sequences are batch_length rows"),
     "wrapper.reset": (True, "envs always reset after their last row"),
     "wrapper.discretize": (0, "action discretisation is not implemented"),

@@ -30,6 +30,7 @@ from dreamerjax.config.dotted import coerce, field_type, same_fixed, to_dotted, 
 from dreamerjax.config.keys import (
     KEYS,
     MAY_BE_EMPTY,
+    MAY_BE_INFINITE,
     ConfigError,
 )
 
@@ -168,7 +169,8 @@ def _check_ranges(flat: dict[str, Any]) -> None:
             raise ConfigError(f"{key}: must be in [0, 1], got {flat[key]}")
     for key, path in KEYS.items():
         value = flat[key]
-        if isinstance(value, float) and not math.isfinite(value):
+        if (isinstance(value, float) and not math.isfinite(value)
+                and not (key in MAY_BE_INFINITE and value == math.inf)):
             raise ConfigError(f"{key}: must be finite, got {value}")
         if field_type(path) is str and not value.strip() and key not in MAY_BE_EMPTY:
             raise ConfigError(f"{key}: must not be empty")
@@ -248,7 +250,29 @@ def _check_choices(flat: dict[str, Any]) -> None:
         raise ConfigError(f"twohot_mean: {flat['twohot_mean']!r}; choose one of "
                           f"{', '.join(TWOHOT_MEANS)}")
     _validate_logger(flat)
+    _check_replay_selectors(flat)
 
+
+# replay.priosignal values (agent.py:204-221 @29eb964).
+PRIOSIGNALS = ("model", "td", "all")
+
+
+def _check_replay_selectors(flat: Mapping[str, Any]) -> None:
+    """replay.fracs: three non-negative fractions summing to 1 (selectors.py:187
+    @29eb964); replay.prio.maxfrac in [0, 1] (:117); priorities non-negative."""
+    fracs = {k: flat[f"replay.fracs.{k}"] for k in ("uniform", "priority", "recency")}
+    if min(fracs.values()) < 0 or abs(sum(fracs.values()) - 1) > 1e-6:
+        raise ConfigError("replay.fracs: " + ", ".join(f"{k}={v}" for k, v in fracs.items())
+                          + "; the fractions must be >= 0 and sum to 1")
+    if not 0 <= flat["replay.prio.maxfrac"] <= 1:
+        raise ConfigError(f"replay.prio.maxfrac: {flat['replay.prio.maxfrac']!r}; must be "
+                          "in [0, 1]")
+    if not flat["replay.prio.initial"] >= 0:
+        raise ConfigError(f"replay.prio.initial: {flat['replay.prio.initial']!r}; must be "
+                          ">= 0 (inf: new items first)")
+    if flat["replay.priosignal"] not in PRIOSIGNALS:
+        raise ConfigError(f"replay.priosignal: {flat['replay.priosignal']!r}; choose one of "
+                          f"{', '.join(PRIOSIGNALS)}")
 
 def _check_one_version(flat: Mapping[str, Any]) -> None:
     """Every part of the config is of its agent's version: an e3f0224 config holds the

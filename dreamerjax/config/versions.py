@@ -74,7 +74,10 @@ SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.",
                    "env.loconav.", "env.procgen.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
           "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
-          "jax.train_devices", "logger.outputs", "logger.filter", "enc.spaces", "dec.spaces")
+          "jax.train_devices", "logger.outputs", "logger.filter", "enc.spaces", "dec.spaces",
+          "replay.fracs.uniform", "replay.fracs.priority", "replay.fracs.recency",
+          "replay.prio.exponent", "replay.prio.maxfrac", "replay.prio.initial",
+          "replay.prio.zero_on_sample", "replay.recexp")
 
 _ONE = "only this value is implemented"
 _NET = ("agent.dyn.rssm", "agent.enc.simple", "agent.dec.simple", "agent.rewhead",
@@ -107,9 +110,7 @@ HEAD_FIXED: dict[str, tuple[Any, str]] = {
     "agent.opt.momentum": (True, _ONE),
     "consec_train": (1, _ONE),
     "replay.online": (True, "the replay always serves its online queue first"),
-    "replay.fracs.uniform": (1.0, "only uniform replay is implemented"),
-    "replay.fracs.priority": (0.0, "prioritized replay is not implemented"),
-    "replay.fracs.recency": (0.0, "recency replay is not implemented"),
+    "replay.priosignal": ("model", "e3f0224 writes no priorities back, agent.py:151-152"),
 }
 
 

@@ -31,6 +31,29 @@ Reference behaviour (embodied/replay/replay.py @29eb964) and how it maps here:
   only where the ring still holds those rows; where two windows of a batch cover the same
   row the later batch element wins, as the reference's sequential loop.
 
+* Selectors (replay.fracs; embodied/replay/selectors.py @29eb964, main.py:174-185): with a
+  `Selector` whose priority or recency fraction is positive, the draws after the online
+  queue come from the mixture sum_k fracs[k] p_k over the stored items instead, with the
+  reference's probabilities for the same history of inserts, samples and priority updates
+  (tests/data/reference_replay). The reference's selectors key items by insertion order;
+  with lockstep envs an item (env e, start s) is the (s E + e)-th insert, so its age, and
+  its leaf in the Prioritized selector's 16-ary sample tree, are closed-form:
+  - Uniform: 1 / n over the n stored items.
+  - Recency: index a drawn with weight 1 / (a + 1)^recexp over a table of `size` entries
+    (the reference's replay capacity in items); while fewer items are stored, index a
+    maps to age floor(a / size * n) (selectors.py:61-67). Age 0 is the newest item.
+  - Prioritized: a priority per stored row (`initial` when the row is added); an item's
+    weight is maxfrac max(x) + (1 - maxfrac) mean(x) of x = prio^exponent over its
+    window's rows (selectors.py:170-180). The sample tree fills leaves left to right;
+    removing the oldest item moves the last leaf into its place before the new item
+    goes last (replay.py:189-194, sampletree.py:39-58), so insert t sits at leaf t until
+    the tree is full and at t mod (S - 1) afterwards, the newest at S - 1 (S items).
+    A draw descends the tree choosing a child among the infinite ones if a node's total
+    is infinite, uniformly if it is 0, else in proportion (sampletree.py:65-79); an
+    item's probability is the product of those choices. zero_on_sample sets the rows of
+    an item drawn by this selector to 0 (selectors.py:146-151), so such draws are
+    sequential within a batch.
+
 Difference kept: the reference caps the number of items globally (capacity in items,
 FIFO removal); here capacity is rows per env. With lockstep envs both drop the oldest data
 first. Not sampleable before `replay_can_sample` (the reference's `len(replay) >=
@@ -39,11 +62,59 @@ batch_size` gate, embodied/run/train.py:82).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """The reference's replay.fracs mixture with replay.prio and replay.recexp.
+
+    size: the recency table's length, the reference's replay capacity in items (0: the
+    ring's, num_envs * (capacity - length + 1)), for `envs` envs; a replay that holds a
+    part of the envs (a data shard) takes the same part of the table.
+    """
+
+    uniform: float = 1.0
+    priority: float = 0.0
+    recency: float = 0.0
+    exponent: float = 0.8
+    maxfrac: float = 0.5
+    initial: float = math.inf
+    zero_on_sample: bool = True
+    recexp: float = 1.0
+    size: int = 0
+    envs: int = 0
+
+    def __post_init__(self):
+        fracs = (self.uniform, self.priority, self.recency)
+        if min(fracs) < 0 or abs(sum(fracs) - 1.0) > 1e-6:
+            raise ValueError(f"replay.fracs must be >= 0 and sum to 1, got {fracs}")
+        if not 0 <= self.maxfrac <= 1:
+            raise ValueError(f"replay.prio.maxfrac must be in [0, 1], got {self.maxfrac}")
+
+    @property
+    def uniform_only(self) -> bool:
+        return self.priority == 0 and self.recency == 0
+
+
+def selector_from_run(run) -> Selector | None:
+    """The Selector of a RunConfig's replay.fracs / replay.prio / replay.recexp, or None
+    for uniform replay. The recency table has the reference's replay capacity in items,
+    replay.size (the ring's own when run.replay_capacity sets it in rows)."""
+    if run.replay_priority == 0 and run.replay_recency == 0:
+        return None
+    return Selector(
+        uniform=run.replay_uniform, priority=run.replay_priority,
+        recency=run.replay_recency, exponent=run.replay_prio_exponent,
+        maxfrac=run.replay_prio_maxfrac, initial=run.replay_prio_initial,
+        zero_on_sample=run.replay_prio_zero_on_sample, recexp=run.replay_recexp,
+        size=0 if run.replay_capacity else int(run.replay_size), envs=run.num_envs)
 
 
 @struct.dataclass
@@ -54,6 +125,8 @@ class ReplayState:
     dict of arrays); row r of env e lives at slot r % capacity.
     count: [E] int32 rows written per env (all equal: one row per env per add).
     online_head: [] int32 online-queue entries consumed (popped or skipped).
+    prio: [E, capacity] float32 priority of every stored row, or None (uniform replay,
+    `selector` None: the default state and program carry nothing of the selectors).
     """
 
     data: dict[str, jax.Array]
@@ -61,6 +134,8 @@ class ReplayState:
     online_head: jax.Array
     capacity: int = struct.field(pytree_node=False)
     length: int = struct.field(pytree_node=False)
+    prio: jax.Array | None = None
+    selector: Selector | None = struct.field(pytree_node=False, default=None)
 
     @property
     def num_envs(self) -> int:
@@ -74,13 +149,16 @@ class ReplayIndex(NamedTuple):
     start: jax.Array
 
 
-def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 65
-                ) -> ReplayState:
+def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 65,
+                selector: Selector | None = None) -> ReplayState:
     """Empty rings of `capacity` rows per env shaped like `example_row` (one env's row).
 
     `length` is the window length (batch_length + replay_context = 65 in the protocol);
-    it is static because the online queue depends on it.
+    it is static because the online queue depends on it. A selector that is uniform only
+    is dropped: the state is exactly the uniform replay's.
     """
+    if selector is not None and selector.uniform_only:
+        selector = None
     if length < 1:
         raise ValueError(f"length must be >= 1, got {length}")
     if capacity < length:
@@ -92,12 +170,15 @@ def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 6
     data = jax.tree.map(
         lambda v: jnp.zeros((num_envs, capacity, *jnp.shape(v)), jnp.asarray(v).dtype),
         example_row)
+    prio = None if selector is None else jnp.zeros((num_envs, capacity), jnp.float32)
     return ReplayState(
         data=data,
         count=jnp.zeros((num_envs,), jnp.int32),
         online_head=jnp.zeros((), jnp.int32),
         capacity=int(capacity),
         length=int(length),
+        prio=prio,
+        selector=selector,
     )
 
 
@@ -107,6 +188,9 @@ def replay_add(state: ReplayState, rows: dict) -> ReplayState:
     slots = state.count % state.capacity
     data = jax.tree.map(lambda v, r: v.at[envs, slots].set(jnp.asarray(r, v.dtype)),
                         state.data, rows)
+    if state.prio is not None:  # a new row starts at the selector's initial priority
+        prio = state.prio.at[envs, slots].set(jnp.float32(state.selector.initial))
+        return state.replace(data=data, count=state.count + 1, prio=prio)
     return state.replace(data=data, count=state.count + 1)
 
 
@@ -129,9 +213,10 @@ def replay_grow(state: ReplayState, capacity: int) -> ReplayState:
         widths[axis] = (0, pad)
         return jnp.pad(v, widths)
 
+    prio = None if state.prio is None else grow(state.prio)
     return ReplayState(data=jax.tree.map(grow, state.data), count=state.count,
                        online_head=state.online_head, capacity=int(capacity),
-                       length=state.length)
+                       length=state.length, prio=prio, selector=state.selector)
 
 
 def _rows_written(state: ReplayState) -> jax.Array:
@@ -196,14 +281,17 @@ def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
     j = head + jnp.arange(B, dtype=jnp.int32)
     q_env, q_start = j % E, 1 + L * (j // E)
 
-    lo, n = _valid_items(state)
-    cum = jnp.cumsum(n)
-    u = jax.random.randint(key, (B,), 0, jnp.maximum(cum[-1], 1))
-    u_env = jnp.searchsorted(cum, u, side="right").astype(jnp.int32)
-    u_env = jnp.minimum(u_env, E - 1)
-    u_start = lo[u_env] + u - (cum[u_env] - n[u_env])
-
-    online = jnp.arange(B) < taken
+    if state.selector is None:  # uniform: the program of a run without selectors
+        lo, n = _valid_items(state)
+        cum = jnp.cumsum(n)
+        u = jax.random.randint(key, (B,), 0, jnp.maximum(cum[-1], 1))
+        u_env = jnp.searchsorted(cum, u, side="right").astype(jnp.int32)
+        u_env = jnp.minimum(u_env, E - 1)
+        u_start = lo[u_env] + u - (cum[u_env] - n[u_env])
+        online = jnp.arange(B) < taken
+    else:
+        online = jnp.arange(B) < taken
+        state, u_env, u_start = _select(state, key, online)
     env = jnp.where(online, q_env, u_env).astype(jnp.int32)
     start = jnp.where(online, q_start, u_start).astype(jnp.int32)
     slots = (start[:, None] + jnp.arange(L)) % state.capacity  # [B, L]
@@ -211,6 +299,172 @@ def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
     batch = _annotate(batch)
     state = state.replace(online_head=(head + taken).astype(jnp.int32))
     return state, batch, ReplayIndex(env, start)
+
+
+def _item_starts(state: ReplayState) -> tuple[jax.Array, jax.Array]:
+    """The item held at every start slot: start [E, capacity] int32 and valid [E, cap]."""
+    lo, n = _valid_items(state)
+    k = jnp.arange(state.capacity)
+    start = lo[:, None] + (k[None, :] - lo[:, None]) % state.capacity
+    return start.astype(jnp.int32), (start - lo[:, None]) < n[:, None]
+
+
+def _window_rows(state: ReplayState, start: jax.Array) -> jax.Array:
+    """Ring slots of every item's rows: [E, capacity, length]."""
+    return (start[..., None] + jnp.arange(state.length)) % state.capacity
+
+
+def _item_weights(state: ReplayState, start: jax.Array) -> jax.Array:
+    """The Prioritized selector's weight of every item slot [E, capacity] (_aggregate)."""
+    sel = state.selector
+    rows = _window_rows(state, start)
+    x = jnp.take_along_axis(state.prio[:, None, :], rows, axis=-1)  # [E, cap, L]
+    if sel.exponent != 1.0:
+        x = x ** jnp.float32(sel.exponent)
+    mean = jnp.sum(x, -1) / state.length
+    if sel.maxfrac:
+        return sel.maxfrac * jnp.max(x, -1) + (1 - sel.maxfrac) * mean
+    return mean
+
+
+def _tree_probs(values: jax.Array, exists: jax.Array, branching: int = 16) -> jax.Array:
+    """Leaf probabilities [P] of a draw down a `branching`-ary sum tree over leaves [P]
+    (P a power of branching): at each node the infinite children if its total is
+    infinite, else uniform over its children if the total is 0, else proportional."""
+    levels = []  # (child values [G, b], child exists [G, b]) from the leaves up
+    v, ex = values, exists
+    while v.shape[0] > 1:
+        v, ex = v.reshape(-1, branching), ex.reshape(-1, branching)
+        levels.append((v, ex))
+        v, ex = jnp.sum(jnp.where(ex, v, 0.0), -1), jnp.any(ex, -1)
+    p = jnp.ones((1,), values.dtype)
+    for v, ex in reversed(levels):
+        v = jnp.where(ex, v, 0.0)
+        total = jnp.sum(v, -1, keepdims=True)
+        inf = jnp.isinf(v)
+        q_inf = inf / jnp.maximum(jnp.sum(inf, -1, keepdims=True), 1)
+        q_zero = ex / jnp.maximum(jnp.sum(ex, -1, keepdims=True), 1)
+        q = jnp.where(jnp.isinf(total), q_inf,
+                      jnp.where(total == 0, q_zero, v / jnp.where(total == 0, 1.0, total)))
+        p = (p[:, None] * q).reshape(-1)
+    return p
+
+
+def _component_probs(state: ReplayState) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Each selector's probability of every item slot, [3, E, capacity] (uniform,
+    priority, recency), and the items' start [E, capacity]."""
+    sel, E, L, cap = state.selector, state.num_envs, state.length, state.capacity
+    start, valid = _item_starts(state)
+    c = _rows_written(state)
+    inserted = E * jnp.maximum(c - L + 1, 0)  # N, items ever inserted
+    t = start * E + jnp.arange(E, dtype=jnp.int32)[:, None]  # insertion order [E, cap]
+    n = jnp.sum(valid)
+    uniform = valid / jnp.maximum(n, 1)
+
+    S = E * (cap - L + 1)
+    pos = jnp.where(inserted <= S, t,
+                    jnp.where(t == inserted - 1, S - 1, t % max(S - 1, 1)))
+    depth = max(1, math.ceil(math.log(S) / math.log(16) - 1e-9))
+    P = 16 ** depth
+    pos = jnp.where(valid, pos, P)  # out of bounds: dropped
+    weights = _item_weights(state, start)
+    leaves = jnp.zeros((P,), jnp.float32).at[pos].set(weights, mode="drop")
+    exists = jnp.zeros((P,), bool).at[pos].set(True, mode="drop")
+    priority = jnp.where(valid, _tree_probs(leaves, exists)[jnp.minimum(pos, P - 1)], 0.0)
+
+    size = S if not sel.size else max(1, round(sel.size * E / (sel.envs or E)))
+    a = jnp.arange(size)
+    w = 1.0 / (a + 1).astype(jnp.float32) ** jnp.float32(sel.recexp)
+    w = w / jnp.sum(w)
+    age_of = jnp.where(n < size,
+                       jnp.floor(a.astype(jnp.float32) / size * n.astype(jnp.float32)),
+                       a).astype(jnp.int32)
+    by_age = jax.ops.segment_sum(w, age_of, num_segments=size)
+    age = inserted - 1 - t
+    recency = jnp.where(valid & (age < size), by_age[jnp.clip(age, 0, size - 1)], 0.0)
+    return jnp.stack([uniform, priority, recency]).astype(jnp.float32), start
+
+
+def replay_probs(state: ReplayState) -> jax.Array:
+    """The selector mixture's probability of drawing each item, by start slot [E, cap]
+    (0 where no item is held); the queue aside. Needs a state with a selector."""
+    probs, _ = _component_probs(state)
+    sel = state.selector
+    fracs = jnp.asarray([sel.uniform, sel.priority, sel.recency], jnp.float32)
+    return jnp.tensordot(fracs, probs, 1)
+
+
+def writes_priorities(state: ReplayState, version: str) -> bool:
+    """Whether the update's priorities replace the latent write-back: 29eb964 with a
+    prioritized fraction (agent.py:204-221 @29eb964 returns only step ids and priorities
+    then); e3f0224 writes no priorities back (agent.py:151-152 @e3f0224)."""
+    sel = state.selector
+    return sel is not None and sel.priority > 0 and str(version) == "29eb964"
+
+
+def replay_set_priority(state: ReplayState, env: jax.Array, row: jax.Array,
+                        value: jax.Array) -> ReplayState:
+    """Priorities of rows: env [M], absolute row [M], value [M] (selectors.prioritize).
+    Rows the ring no longer holds (or not yet written) are left alone; where a row
+    repeats, the later entry wins."""
+    held = (row >= state.count[env] - state.capacity) & (row < state.count[env])
+    M = row.shape[0]
+    later = (jnp.arange(M)[None, :] > jnp.arange(M)[:, None]) & (
+        (env[:, None] == env[None, :]) & (row[:, None] == row[None, :]))
+    write = held & ~jnp.any(later, -1)
+    slots = jnp.where(write, row % state.capacity, state.capacity)
+    return state.replace(prio=state.prio.at[env, slots].set(
+        value.astype(jnp.float32), mode="drop"))
+
+
+def replay_prioritize(state: ReplayState, index: ReplayIndex, priority: jax.Array
+                      ) -> ReplayState:
+    """The priority of the trained rows of each sampled window, priority [B, T] for rows
+    start + K .. start + L - 1 (K = L - T), as the reference's replay.update passes the
+    batch's step ids with the agent's priorities."""
+    B, T = priority.shape
+    rows = index.start[:, None] + (state.length - T) + jnp.arange(T)
+    envs = jnp.broadcast_to(index.env[:, None], rows.shape)
+    return replay_set_priority(state, envs.reshape(-1), rows.reshape(-1),
+                               priority.reshape(-1))
+
+
+def _zero_item(state: ReplayState, env: jax.Array, start: jax.Array, where: jax.Array
+               ) -> ReplayState:
+    """zero_on_sample: the drawn item's rows get priority 0 (only where `where`)."""
+    slots = (start + jnp.arange(state.length)) % state.capacity
+    slots = jnp.where(where, slots, state.capacity)
+    return state.replace(prio=state.prio.at[env, slots].set(0.0, mode="drop"))
+
+
+def _select(state: ReplayState, key: jax.Array, online: jax.Array
+            ) -> tuple[ReplayState, jax.Array, jax.Array]:
+    """Draws from the mixture for the batch elements not served by the queue: the state
+    (priorities zeroed where zero_on_sample), env [B] and start [B]."""
+    sel, cap = state.selector, state.capacity
+    fracs = jnp.asarray([sel.uniform, sel.priority, sel.recency], jnp.float32)
+    B = online.shape[0]
+
+    def draw(state, k):
+        probs, start = _component_probs(state)
+        k_sel, k_item = jax.random.split(k)
+        comp = jax.random.choice(k_sel, 3, p=fracs)
+        flat = jax.random.choice(k_item, probs.shape[1] * cap, p=probs[comp].reshape(-1))
+        env, slot = flat // cap, flat % cap
+        return comp, env.astype(jnp.int32), start[env, slot]
+
+    if not (sel.zero_on_sample and sel.priority > 0):
+        comp, env, start = jax.vmap(lambda k: draw(state, k))(jax.random.split(key, B))
+        return state, env, start
+
+    def step(state, x):
+        k, is_online = x
+        comp, env, start = draw(state, k)
+        state = _zero_item(state, env, start, (comp == 1) & ~is_online)
+        return state, (env, start)
+
+    state, (env, start) = jax.lax.scan(step, state, (jax.random.split(key, B), online))
+    return state, env, start
 
 
 def _annotate(batch: dict) -> dict:

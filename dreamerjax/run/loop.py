@@ -133,7 +133,7 @@ def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
     example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
                                                   cfg.rssm.stoch))
     replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
-                                    setup.window_length)
+                                    setup.window_length, replay_lib.selector_from_run(run))
     carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
     return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
                      key=k_run, window=metric_window.init(names),
@@ -207,8 +207,12 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
     agent_state, outs, mets = _update(s.agent, cfg, setup.spaces, batch,
                                       shard_key(k_update, axis), axis, fsdp_layout(setup))
     mets = reduce_metrics(mets, axis)
-    replay = replay_lib.replay_write_latents(
-        replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
+    if replay_lib.writes_priorities(replay, cfg.version):  # 29eb964: instead of latents
+        replay = replay_lib.replay_prioritize(replay, index, agent_lib.priority_signal(
+            outs["losses"], setup.run.replay_priosignal, *outs["replay"]["deter"].shape[:2]))
+    else:
+        replay = replay_lib.replay_write_latents(
+            replay, index, outs["replay"]["deter"], outs["replay"]["stoch"])
     ok = jnp.isfinite(mets["opt_loss"]) & jnp.isfinite(mets["opt_grad_norm"])
     bad = jnp.where((s.bad_update < 0) & ~ok, s.updates, s.bad_update)
     return s.replace(agent=agent_state, replay=replay, key=key,

@@ -99,7 +99,8 @@ def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
         return jax.tree.map(lambda _: env, tree)
 
     replay = specs.replay.replace(data=on_envs(states.replay.data),
-                                  count=on_envs(states.replay.count))
+                                  count=on_envs(states.replay.count),
+                                  prio=on_envs(states.replay.prio))
     return specs.replace(env=on_envs(states.env), row=on_envs(states.row),
                          carry=on_envs(states.carry), replay=replay)
 
