@@ -73,7 +73,8 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
 SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
           "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
-          "jax.train_devices", "logger.outputs", "logger.filter", "enc.spaces", "dec.spaces")
+          "jax.train_devices", "run.from_checkpoint", "logger.outputs", "logger.filter",
+          "enc.spaces", "dec.spaces")
 
 _ONE = "only this value is implemented"
 _NET = ("agent.dyn.rssm", "agent.enc.simple", "agent.dec.simple", "agent.rewhead",
