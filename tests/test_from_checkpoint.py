@@ -62,6 +62,15 @@ def test_a_new_run_starts_from_the_source_agent(source, tmp_path):
         np.testing.assert_array_equal(got[name][1], want[name][0], err_msg=name)
     # the step counter and the replay start fresh: the new run's rows count from 0
     assert [r["rows"] for r in records] == [80, 80]
+    # with no regex the agent's whole state (optimiser, normalisers, counters) comes too
+    src_names = [e[0] for e in ckpt._read_raw_meta(source, ckpt.latest_verified(source)[0])
+                 [ckpt.LAYOUT_KEY] if e[0].startswith(".agent.opt_state")]
+    assert src_names
+    a = ckpt.read_leaves(source, ckpt.latest_verified(source)[0], src_names)
+    b = ckpt.read_leaves(out, ckpt.latest_verified(out)[0], src_names)
+    for name in src_names:
+        np.testing.assert_array_equal(b[name], a[name][[1, 0]], err_msg=name)
+    assert any(np.any(a[name] != 0) for name in src_names)
 
 
 def test_a_checkpoint_directory_and_a_regex_load_only_the_selected_groups(source):

@@ -13,11 +13,16 @@ names with re.match, embodied/jax/agent.py:373-380; embodied/run/train.py:98-100
     load_into(states, config, seeds, spaces)        a fresh run's state after init, with the
                                                     selected parameters [seeds, ...] replaced
 
-What is carried: the agent's parameters (all, or those whose names, as `enc/...`,
-`dyn/...`, `critic/...` of dreamerjax's parameter tree, match run.from_checkpoint_regex
-from their start). The optimiser state, the normalisers, the replay and the step counter
-start fresh (docs/deviations.md says where the reference carries more). At e3f0224 the
-slow critic starts as a copy of the critic (as at init), so it follows a loaded critic.
+What is carried, as the reference's agent carries it: with no regex the agent's whole
+state (parameters, slow critic, optimiser state, normalisers and the agent's update
+counters: the reference's agent variables hold them all, embodied/jax/agent.py:340-353
+@e3f0224, dreamerv3/jaxagent.py:241-243 @29eb964) from a checkpoint with a layout, or its
+parameters alone from one written one array per leaf. With a regex, the parameters whose
+names (dreamerjax's parameter tree: `enc/...`, `dyn/...`, `critic/...`) match it from their
+start; the rest starts fresh. The replay and the run's row counter always start fresh
+(docs/deviations.md D23: 29eb964 also carries its step counter). At e3f0224 the slow
+critic of a run given a regex starts as a copy of the critic (as at init), so it follows
+a loaded critic.
 Seeds: a seed of the new run that the source trained takes that seed's parameters; any
 other seed takes the source's first seed's.
 """
@@ -47,13 +52,16 @@ class Source:
 
     run_dir: the source run's directory; index: its checkpoint (the latest verified, or
     the one named); config: the source's config; seeds: the source's seeds; names: the
-    flat parameter names loaded (those matching the regex)."""
+    flat parameter names loaded (those matching the regex); agent: with no regex, the
+    key paths (`.agent...`) of the agent's whole state in the checkpoint, loaded as a
+    whole; () when only parameters are loaded."""
 
     run_dir: Path
     index: int
     config: Config
     seeds: tuple[int, ...]
     names: tuple[str, ...]
+    agent: tuple[str, ...] = ()
 
 
 def _fail(msg: str, key: str = KEY) -> ConfigError:
@@ -127,7 +135,36 @@ def check(config: Config, spaces) -> Source | None:
         if a.shape != b.shape or a.dtype != b.dtype:
             raise _fail(f"{run_dir}: its agent has another shape: {name} is "
                         f"{a.dtype}{list(a.shape)} there, {b.dtype}{list(b.shape)} here")
-    return Source(run_dir, int(index), src, seeds, names)
+    agent = _agent_leaves(run_dir, index, config, spaces) if not regex else ()
+    return Source(run_dir, int(index), src, seeds, names, agent)
+
+
+def _agent_leaves(run_dir: Path, index: int, config: Config, spaces) -> tuple[str, ...]:
+    """The key paths of the agent's whole state (algo.agent.AgentState: parameters, slow
+    critic, optimiser state, normalisers, counters) in a checkpoint with a layout, each
+    checked against this run's; () for a checkpoint of one array per leaf (its
+    parameters alone are read)."""
+    from dreamerjax.algo import agent as agent_lib
+    from dreamerjax.run import checkpoint as ckpt
+
+    layout = ckpt._read_raw_meta(run_dir, index).get(ckpt.LAYOUT_KEY)
+    if layout is None:
+        return ()
+    saved = {entry[0]: entry for entry in layout}
+    shapes = jax.eval_shape(lambda k: agent_lib.init(k, config.agent, spaces),
+                            jax.random.PRNGKey(0))
+    names = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+        name = ".agent" + jax.tree_util.keystr(path)
+        if name not in saved:
+            raise _fail(f"{run_dir}: its agent state has no {name} (another optimiser or "
+                        f"normaliser setting; {REGEX_KEY} loads parameters alone)")
+        shape, dtype = tuple(saved[name][3][1:]), np.dtype(saved[name][4])
+        if shape != leaf.shape or dtype != leaf.dtype:
+            raise _fail(f"{run_dir}: its agent state has another shape: {name} is "
+                        f"{dtype}{list(shape)} there, {leaf.dtype}{list(leaf.shape)} here")
+        names.append(name)
+    return tuple(names)
 
 
 def load_into(states, config: Config, seeds, spaces):
@@ -139,10 +176,12 @@ def load_into(states, config: Config, seeds, spaces):
     source = check(config, spaces)
     if source is None:
         return states
+    rows = np.array([source.seeds.index(s) if s in source.seeds else 0 for s in seeds])
+    if source.agent:
+        return states.replace(agent=_whole_agent(states.agent, source, rows))
     loaded = policy_lib._flat_params(policy_lib.stacked_params(
         source.run_dir, source.index, source.config,
         _spaces_of(source.config, config, spaces), len(source.seeds)))
-    rows = np.array([source.seeds.index(s) if s in source.seeds else 0 for s in seeds])
     flat = policy_lib._flat_params(states.agent.params)
     for name in source.names:
         old = flat[name]
@@ -155,6 +194,17 @@ def load_into(states, config: Config, seeds, spaces):
         agent = agent.replace(slow=jax.tree.map(
             lambda p, s: jax.device_put(p, s.sharding), params["critic"], agent.slow))
     return states.replace(agent=agent)
+
+
+def _whole_agent(agent, source: Source, rows: np.ndarray):
+    """`agent` (AgentState [seeds, ...]) with every leaf from the source's, seed by seed."""
+    from dreamerjax.run import checkpoint as ckpt
+
+    leaves = ckpt.read_leaves(source.run_dir, source.index, source.agent)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(agent)
+    new = [jax.device_put(leaves[".agent" + jax.tree_util.keystr(path)][rows].astype(
+        old.dtype), old.sharding) for path, old in flat]
+    return jax.tree_util.tree_unflatten(treedef, new)
 
 
 def _spaces_of(src: Config, config: Config, spaces):
