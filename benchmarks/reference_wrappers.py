@@ -32,6 +32,24 @@ What the harness supplies, changing nothing the wrappers compute:
   values, info["is_terminal"]; from_gym.py:56-69); `OldGymApi` presents a Gymnasium env
   that way (done = terminated or truncated, is_terminal = terminated) and seeds its first
   reset, and `gym` is Gymnasium for from_gym.py's `gym.spaces.Dict`.
+- PinPad: its RandomState is made unseeded (pinpad.py:33); the harness replaces it with
+  `RandomState(seed)` before the first reset, as our `reset(seed)` does.
+- LocoNav: it builds its labmaze maze and its composer environment with random_state
+  None (loconav.py:52, 113); the harness passes the seed to both constructors
+  (the maze gets `RandomState(seed)`, the environment the seed), as our `reset(seed)`
+  does. Its per-step `log_coverage` is compared on the rows that end an episode, where
+  ours reports the episode's count.
+- ProcGen and Memory Maze run through the old `gym` (0.26.2, what procgen-mirror
+  installs), whose env checker names `np.bool8` on the first step; under numpy 2, which
+  removed that alias, the harness restores it (`np.bool8 = np.bool_`).
+- ProcGen: the seed goes through make_env's overrides to gym.make as procgen's
+  `rand_seed` (procgen.py:19-21 passes env kwargs on); the reference leaves it unset.
+- BSuite: bsuite's sweep leaves catch's and cartpole's `seed` None, so the reference's
+  `load_from_id` draws unseeded episodes; the harness puts the seed into the sweep's
+  settings of the id (`seeded_bsuite`), which `load_from_id` then reads, as ours builds
+  the id's settings with the seed.
+- Memory Maze: the seed goes through make_env's overrides to gym.make and on to
+  memory_maze's task (`seed`, which draws the layouts and targets).
 - Crafter: its World keeps each chunk's objects in a set, hashed by memory address
   (crafter/engine.py:36, 57), and its balancing picks "a random one of the list built
   from that set" (crafter/env.py:157-175), so the same seed and actions give different
@@ -75,10 +93,32 @@ CASES: dict[str, dict] = {
                            sets={"wrapper.length": 250}, rows=520),
     "gym_Pendulum-v1": dict(env="gym_Pendulum-v1", configs=[], sets={}, rows=450),
     "gym_CartPole-v1": dict(env="gym_CartPole-v1", configs=[], sets={}, rows=400),
+    # PinPad's actions walk to the pads in order (pinpad_actions), so that sequences are
+    # completed, rewarded and counted down within the rows.
+    "pinpad_three": dict(env="pinpad_three", configs=[], sets={"wrapper.length": 200},
+                         rows=520, policy="pinpad"),
+    "pinpad_eight": dict(env="pinpad_eight", configs=[], sets={"wrapper.length": 300},
+                         rows=520, policy="pinpad"),
+    "loconav_ant_maze_m": dict(env="loconav_ant_maze_m", configs=["loconav"],
+                               sets={"wrapper.length": 120}, rows=260,
+                               log_keys=("log_coverage",)),
+    # procgen's own 64 x 64 frames (the `step` source), then the preset's 96 x 96 renders
+    # (the `info` source); bossfight's episodes end within the rows.
+    "procgen_bossfight": dict(env="procgen_bossfight", configs=[], sets={}, rows=300),
+    "procgen_bossfight_96": dict(env="procgen_bossfight", configs=["procgen"], sets={},
+                                 rows=200),
+    "bsuite_catch": dict(env="bsuite_catch/0", configs=["bsuite"], sets={}, rows=300),
+    "bsuite_cartpole": dict(env="bsuite_cartpole/0", configs=["bsuite"], sets={}, rows=300),
+    # The maze's own limit (1,000 steps) is beyond a default-tier replay: wrapper.length
+    # ends its episodes; memmaze_9x9_limit reaches it (D30's row).
+    "memmaze_9x9": dict(env="memmaze_9x9", configs=["memmaze"], sets={"wrapper.length": 30},
+                        rows=70),
+    "memmaze_9x9_limit": dict(env="memmaze_9x9", configs=["memmaze"], sets={}, rows=1010),
 }
 ENV_SEED = 0
 ACTION_SEED = 1
 ROW_KEYS = ("reward", "is_first", "is_last", "is_terminal")
+LOG_KEYS = "_log_keys"  # the reference's log_ key names (not rows; suites' episode stats)
 
 
 def actions_for(case: str, discrete: bool, n: int) -> np.ndarray:
@@ -109,6 +149,67 @@ def deterministic_crafter() -> None:
     objects.Object.__init__ = counted_init
     objects.Object.__hash__ = lambda self: self._created
     objects.Object._creation_hash = True
+
+
+def seeded_loconav() -> None:
+    """LocoNav's maze and composer environment built with ENV_SEED (module docstring)."""
+    import labmaze
+    from dm_control import composer
+    maze_init, env_init = labmaze.FixedMazeWithRandomGoals.__init__, composer.Environment.__init__
+
+    def maze(self, *args, **kw):
+        maze_init(self, *args, **{**kw, "random_state": np.random.RandomState(ENV_SEED)})
+
+    def environment(self, *args, **kw):
+        env_init(self, *args, **{**kw, "random_state": ENV_SEED})
+
+    labmaze.FixedMazeWithRandomGoals.__init__ = maze
+    composer.Environment.__init__ = environment
+
+
+def _pinpad_move(grid: np.ndarray, player: tuple[int, int], pad: int) -> tuple[int, int]:
+    """The first (dx, dy) of a shortest walk from `player` (x, y) to pad `pad` over the
+    floor (other pads avoided, so that the sequence is not broken on the way)."""
+    start = (player[1], player[0])
+    first = {start: (0, 0)}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for r, c in frontier:
+            if grid[r, c] == pad:
+                return first[(r, c)]
+            for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                cell = (r + dy, c + dx)
+                if cell not in first and grid[cell] in (0, pad):
+                    first[cell] = first[(r, c)] if (r, c) != start else (dx, dy)
+                    nxt.append(cell)
+        frontier = nxt
+    return (0, 0)
+
+
+def pinpad_actions(case_name: str) -> np.ndarray:
+    """Actions [rows] int32 that walk to PinPad's next pad (the pad that extends the
+    sequence towards 1, 2, ..., N, over the floor), one in six drawn at random; chosen
+    while our env plays them (the reference replays the same list)."""
+    from dreamerjax.envs.host import base as host
+    from dreamerjax.envs.host.pinpad import MOVES
+    case = CASES[case_name]
+    rng = np.random.default_rng([ACTION_SEED, sum(map(ord, case_name))])
+    env = host.make_host_env(case["env"])
+    col = host.HostCollector(host.HostVector([lambda: env]),
+                             case["sets"].get("wrapper.length", 0))
+    col.reset([ENV_SEED])
+    actions = [0]
+    for _ in range(case["rows"] - 1):
+        seq, target = env.sequence, env.target
+        k = max((n for n in range(len(seq) + 1) if tuple(seq[len(seq) - n:]) ==
+                 target[:n]), default=0)
+        move = _pinpad_move(env.grid, env.player, target[k % len(target)])
+        a = MOVES.index(move) if rng.random() > 1 / 6 else int(rng.integers(len(MOVES)))
+        actions.append(a)
+        col.step(np.array([a]))
+    col.close()
+    return np.array(actions, np.int32)
 
 
 def image_digest(image: np.ndarray) -> str:
@@ -153,6 +254,19 @@ def bytes_keys_ale() -> None:
     ale_py.ALEInterface = BytesKeys
 
 
+def seeded_bsuite(bsuite_id: str) -> None:
+    """bsuite's sweep settings of `bsuite_id` with ENV_SEED where they leave `seed` None
+    (module docstring)."""
+    import numpy
+    if not hasattr(numpy, "int"):
+        numpy.int = int  # as the reference's bsuite.py:13 before importing bsuite
+    from bsuite import sweep
+    settings = dict(sweep.SETTINGS[bsuite_id])
+    if "seed" in settings and settings["seed"] is None:
+        settings["seed"] = ENV_SEED
+    sweep.SETTINGS = {**sweep.SETTINGS, bsuite_id: settings}
+
+
 def _reference_config(embodied, reference: Path, case: dict):
     from ruamel.yaml import YAML
     configs = YAML(typ="safe").load((reference / "dreamerv3" / "configs.yaml").read_text())
@@ -174,6 +288,14 @@ def _reference_env(reference: Path, case: dict):
     spec.loader.exec_module(main)
     config = _reference_config(embodied, reference, case)
     suite, task = case["env"].split("_", 1)
+    if suite == "pinpad":
+        from embodied.envs import pinpad
+        env = pinpad.PinPad(task, **config.env.get("pinpad", {}))
+        env.random = np.random.RandomState(ENV_SEED)
+        return main.wrap_env(env, config)
+    if suite == "loconav":
+        seeded_loconav()
+        return main.make_env(config, 0)
     if suite == "dmc":
         from dm_control import suite as dm_suite
         from embodied.envs import dmc
@@ -190,6 +312,13 @@ def _reference_env(reference: Path, case: dict):
         from embodied.envs import from_gym
         env = from_gym.FromGym(OldGymApi(gymnasium.make(task), ENV_SEED))
         return main.wrap_env(env, config)
+    if suite in ("procgen", "memmaze") and not hasattr(np, "bool8"):
+        np.bool8 = np.bool_  # gym 0.26's env checker under numpy 2 (module docstring)
+    if suite == "procgen":
+        return main.make_env(config, 0, rand_seed=ENV_SEED)
+    if suite == "bsuite":
+        seeded_bsuite(task if "/" in task else f"{task}/0")
+        return main.make_env(config, 0)
     if suite == "crafter":
         deterministic_crafter()
     if suite.startswith("atari"):
@@ -198,20 +327,26 @@ def _reference_env(reference: Path, case: dict):
 
 
 def record_reference(reference: Path, case_name: str, actions: np.ndarray) -> dict:
-    """The reference's rows {key: [rows, ...]} for the case's actions."""
-    import ale_py
-    os.environ.setdefault("ALE_ROM_PATH", str(Path(ale_py.__file__).parent / "roms"))
+    """The reference's rows {key: [rows, ...]} for the case's actions; the names of the
+    `log_` keys it emitted (which are not rows here) under LOG_KEYS."""
+    if CASES[case_name]["env"].startswith("atari"):
+        import ale_py
+        os.environ.setdefault("ALE_ROM_PATH", str(Path(ale_py.__file__).parent / "roms"))
     os.environ.setdefault("MUJOCO_GL", "egl")
     env = _reference_env(reference, CASES[case_name])
     rows: dict[str, list] = {}
+    log_keys = CASES[case_name].get("log_keys", ())  # compared as rows (episode stats)
+    logs: set[str] = set()
     for k, a in enumerate(actions):
         obs = env.step({"action": a, "reset": k == 0})
         for key, value in obs.items():
             if key.startswith("log_"):
+                logs.add(key)
+            if key.startswith("log_") and key not in log_keys:
                 continue
             rows.setdefault(key, []).append(np.asarray(value))
     env.close()
-    return {k: np.stack(v) for k, v in rows.items()}
+    return {**{k: np.stack(v) for k, v in rows.items()}, LOG_KEYS: np.array(sorted(logs))}
 
 
 # ----------------------------------------------------------------------------- ours
@@ -231,15 +366,22 @@ def record_ours(case_name: str, actions: np.ndarray | None = None,
         deterministic_crafter()
     env = setup_lib.env_factory(config)()
     spec = env.spec
+    if actions is None and case.get("policy") == "pinpad":
+        actions = pinpad_actions(case_name)
     if actions is None:
         actions = actions_for(case_name, spec.discrete,
                               spec.num_actions if spec.discrete else spec.action_dims)
     col = host.HostCollector(host.HostVector([lambda: env]), config.run.episode_limit)
     out = [col.reset([ENV_SEED])]
+    logs = {k: [-1] for k in case.get("log_keys", ())}  # the episode's value on its last row
     for a in actions[1:]:
-        out.append(col.step(a[None])[0])
+        row, ends = col.step(a[None])
+        out.append(row)
+        for k in logs:
+            logs[k].append(ends.stats[k][0] if ends.ended[0] else -1)
     col.close()
     rows = {k: np.stack([r[k][0] for r in out]) for k in ROW_KEYS}
+    rows.update({k: np.array(v) for k, v in logs.items()})
     for name, _, _ in spec.obs_space:
         ref_name = "image" if case["env"].startswith("gym_") and name == "vector" else name
         rows[ref_name] = np.stack([r["obs"][name][0] for r in out])
@@ -254,6 +396,10 @@ def comparable(ref: dict) -> dict:
     per-row digests, floats as float32 (what the agent reads), flags as bool."""
     out = {}
     for key, value in ref.items():
+        if key == LOG_KEYS:
+            continue
+        if value.ndim == 3:  # a [rows, cols] observation: a vector in our rows
+            value = value.reshape(len(value), -1)
         if value.ndim == 4 and value.dtype == np.uint8:
             out[key] = np.array([image_digest(v) for v in value])
         elif key in ROW_KEYS[1:]:
@@ -274,6 +420,9 @@ def _documented(case_name: str, key: str, ref: dict, ours: dict) -> dict[str, np
             out["D12"] = ours["is_first"]
         if key == "is_terminal":  # D13: its own frame limit counts as a termination
             out["D13"] = ours["is_last"] & ~ours["is_terminal"] & ref["is_terminal"]
+    if CASES[case_name]["env"].startswith("memmaze") and key == "is_terminal":
+        # D30: FromGym marks the maze's own time limit is_terminal.
+        out["D30"] = ours["is_last"] & ~ours["is_terminal"] & ref["is_terminal"]
     return {k: v for k, v in out.items() if v.shape == (rows,)}
 
 
@@ -281,12 +430,15 @@ def compare(case_name: str, ref: dict, ours: dict) -> dict:
     """Per key: rows that differ, the first, the largest difference, and how many of them
     each documented deviation explains; `undocumented` counts the rest."""
     raw, ref = ref, comparable(ref)
-    result = {"keys_only_in_reference": sorted(set(ref) - set(ours)),
+    result = {"log_keys_of_reference": [str(k) for k in raw.get(LOG_KEYS, [])],
+              "keys_only_in_reference": sorted(set(ref) - set(ours)),
               "keys_only_in_ours": sorted(set(ours) - set(ref)), "keys": {}}
     for key in sorted(set(ref) & set(ours)):
         a = ref[key]
         b = (np.array([image_digest(v) for v in ours[key]]) if a.dtype.kind == "U"
              else ours[key])
+        if key.startswith("log_"):  # ours reports the episode's value where it ends
+            a, b = np.where(ours["is_last"], a, -1), b
         if a.shape != b.shape:
             result["keys"][key] = {"shape_reference": list(a.shape),
                                    "shape_ours": list(b.shape), "undocumented": len(b)}
@@ -328,16 +480,23 @@ def summary_line(case_name: str, result: dict) -> str:
 
 
 def save_fixture(path: Path, ref: dict, actions: np.ndarray, versions: dict) -> None:
-    """The reference's rows (images as digests) and the actions, compressed."""
+    """The reference's rows (images as digests), the actions and the names of the log_
+    keys it emitted, compressed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, actions=actions, versions=json.dumps(versions),
+    logs = {"log_keys": ref[LOG_KEYS]} if LOG_KEYS in ref else {}
+    np.savez_compressed(path, actions=actions, versions=json.dumps(versions), **logs,
                         **{f"ref/{k}": v for k, v in comparable(ref).items()})
 
 
 def load_fixture(path: Path) -> tuple[dict, np.ndarray, dict]:
+    """(rows, actions, versions); versions["log_keys"]: the reference's log_ key names
+    where the fixture recorded them."""
     with np.load(path) as f:
         ref = {k[4:]: f[k] for k in f.files if k.startswith("ref/")}
-        return ref, f["actions"], json.loads(str(f["versions"]))
+        versions = json.loads(str(f["versions"]))
+        if "log_keys" in f.files:
+            versions["log_keys"] = [str(k) for k in f["log_keys"]]
+        return ref, f["actions"], versions
 
 
 # ----------------------------------------------------------------------------- main
@@ -347,7 +506,8 @@ def versions() -> dict:
     from importlib import metadata
     out = {"python": sys.version.split()[0]}
     for name in ("numpy", "ale-py", "dm-control", "mujoco", "crafter", "gymnasium",
-                 "pillow"):
+                 "pillow", "labmaze", "procgen-mirror", "gym3", "gym", "bsuite",
+                 "memory-maze"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

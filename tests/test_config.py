@@ -43,7 +43,9 @@ DMC_PROPRIO_12M_256 = {
     "env.atari100k.resize": "pillow", "env.atari100k.length": 100000,
     "env.crafter.size": (64, 64),
     "env.dmc.size": (64, 64), "env.dmc.repeat": 2, "env.dmc.image": False,
+    "env.procgen.size": (64, 64),
     "env.dmc.camera": -1,
+    "env.loconav.size": (64, 64), "env.loconav.repeat": 2, "env.loconav.camera": -1,  # :86
     "batch_size": 16, "batch_length": 65, "replay_context": 1,
     "loss_scales.dec_cnn": 1.0, "loss_scales.dec_mlp": 1.0, "loss_scales.reward": 1.0,
     "loss_scales.cont": 1.0, "loss_scales.dyn": 1.0, "loss_scales.rep": 0.1,
@@ -385,7 +387,7 @@ def test_keys_without_meaning_here_are_refused_with_the_reason():
     assert "does not apply here: seconds of wall clock" in _error(sets=["run.eval_every=10"])
     assert "run directory is --out" in _error(sets=["logdir=runs/x"])
     assert "--seeds" in _error(sets=["seed=3"])
-    assert "dmlab suite is not implemented" in _error(sets=["env.dmlab.repeat=2"])
+    assert "dmlab suite needs DeepMind Lab" in _error(sets=["env.dmlab.repeat=2"])
     assert "prioritized replay is not implemented" in _error(
         sets=["replay.fracs.priority=0.5"])
     assert "jax.param_dtype='bfloat16' is not supported" in _error(

@@ -15,18 +15,27 @@ DATA = Path(__file__).parent / "data" / "host_envs"
 rw = _benchmarks.load("reference_wrappers.py")
 
 # The rows each documented deviation explains (docs/deviations.md): D12 on every Atari
-# reset row, D13 on the row where atari100k's own frame limit (800 frames) ends.
+# reset row, D13 on the row where atari100k's own frame limit (800 frames) ends, D30 on
+# the row where the maze's own time limit (1,000 steps) ends.
 DOCUMENTED = {"atari100k_pong": {"D12": 2, "D13": 1}, "atari_pong": {"D12": 3},
-              "atari_pong_sticky_off": {"D12": 2}}
-PACKAGES = {"atari": "ale_py", "dmc": "dm_control", "crafter": "crafter",
-            "gym": "gymnasium"}
+              "atari_pong_sticky_off": {"D12": 2}, "memmaze_9x9_limit": {"D30": 1}}
+PACKAGES = {"atari": ("ale_py",), "dmc": ("dm_control",), "crafter": ("crafter",),
+            "gym": ("gymnasium",), "loconav": ("dm_control", "labmaze"), "pinpad": (),
+            "procgen": ("procgen", "gym3", "gym"), "bsuite": ("bsuite",),
+            "memmaze": ("memory_maze", "gym")}
+# Suites whose reference wrappers emit no log_ keys (the fixture records their names).
+NO_LOG_KEYS = ("procgen", "bsuite", "memmaze")
+SLOW = {"memmaze_9x9_limit"}  # 1,010 rendered maze steps
 
 
 def _require(case: str) -> None:
     suite = rw.CASES[case]["env"].split("_")[0].removesuffix("100k")
-    if importlib.util.find_spec(PACKAGES[suite]) is None:
-        pytest.skip(f"{PACKAGES[suite]} is not installed")
-    if case == "dmc_cartpole_swingup":
+    for package in PACKAGES[suite]:
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{package} is not installed")
+    if suite == "memmaze":
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    if case in ("dmc_cartpole_swingup", "loconav_ant_maze_m"):  # image observations
         os.environ.setdefault("MUJOCO_GL", "egl")
         from dm_control import suite as dm_suite
         try:
@@ -36,7 +45,8 @@ def _require(case: str) -> None:
                         f"{e}")
 
 
-@pytest.mark.parametrize("case", sorted(rw.CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c
+                                  for c in sorted(rw.CASES)])
 def test_our_rows_equal_the_references(case):
     _require(case)
     ref, actions, versions = rw.load_fixture(DATA / f"{case}.npz")
@@ -51,6 +61,8 @@ def test_our_rows_equal_the_references(case):
             documented[label] = documented.get(label, 0) + n
     assert documented == DOCUMENTED.get(case, {})
     assert len(ours["reward"]) == rw.CASES[case]["rows"] and ours["is_first"][1:].any()
+    if rw.CASES[case]["env"].startswith(NO_LOG_KEYS):
+        assert versions["log_keys"] == []
 
 
 def test_the_comparison_sees_a_difference():
@@ -61,3 +73,14 @@ def test_the_comparison_sees_a_difference():
                              extra=("env.atari100k.sticky_literal=True",))
     image = rw.compare("atari100k_pong", ref, ours)["keys"]["image"]
     assert image["undocumented"] > 100 and 0 < image["first_undocumented"] < 40
+
+
+def test_pinpad_comparison_sees_a_changed_action():
+    """One action changed on our side leaves the reference's PinPad frames from that row."""
+    ref, actions, _ = rw.load_fixture(DATA / "pinpad_three.npz")
+    changed = actions.copy()
+    changed[60] = (changed[60] + 1) % 5
+    ours, _ = rw.record_ours("pinpad_three", changed)
+    image = rw.compare("pinpad_three", ref, ours)["keys"]["image"]
+    assert image["first_undocumented"] == 60 and image["undocumented"] > 10
+    assert ref["reward"].sum() >= 30 and ref["is_last"].sum() == 2  # sequences completed

@@ -130,6 +130,9 @@ def test_host_setup_is_checked_before_compiling(tmp_path):
     ("dmc_cartpole_swingup", {"image": False}, "dm_control"),
     ("crafter_reward", {}, "crafter"),
     ("gym_CartPole-v1", {}, "gymnasium"),
+    ("procgen_coinrun", {}, "procgen"),
+    ("bsuite_catch/0", {}, "bsuite"),
+    ("memmaze_9x9", {}, "memory_maze"),
 ])
 def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra, reference):
     """A few hundred rows with two seeds on each suite (images through the CNN), with each

@@ -407,6 +407,32 @@ class DMCConfig:
 
 
 @dataclass(frozen=True)
+class LocoNavConfig:
+    """env.loconav (configs.yaml:86 @29eb964; repeat 1 at e3f0224, configs.yaml:37)."""
+
+    size: tuple[int, int] = (64, 64)
+    repeat: int = 2
+    camera: int = -1
+
+
+@dataclass(frozen=True)
+class ProcgenConfig:
+    """env.procgen (configs.yaml:83 @29eb964, :31 @e3f0224; `resize` is the constructor's
+    argument at 29eb964, embodied/envs/procgen.py:8)."""
+
+    size: tuple[int, int] = (64, 64)
+    resize: str = "pillow"
+
+
+@dataclass(frozen=True)
+class MemmazeConfig:
+    """env.memmaze (ours; envs/host/memmaze.py): the observation keys of the reference's
+    Memory Maze, ExtraObs at 29eb964 (True), the image only at e3f0224 (False)."""
+
+    extra_obs: bool = True
+
+
+@dataclass(frozen=True)
 class CraftaxConfig:
     """env.craftax (ours; envs/compiled/craftax.make): the stored image size of the Pixels tasks,
     64 x 64 as the reference's env.crafter.size (configs.yaml:80 @29eb964)."""
@@ -442,6 +468,9 @@ class EnvConfig:
     atari100k: Atari100kConfig = field(default_factory=Atari100kConfig)
     crafter: CrafterConfig = field(default_factory=CrafterConfig)
     dmc: DMCConfig = field(default_factory=DMCConfig)
+    loconav: LocoNavConfig = field(default_factory=LocoNavConfig)
+    procgen: ProcgenConfig = field(default_factory=ProcgenConfig)
+    memmaze: MemmazeConfig = field(default_factory=MemmazeConfig)
     craftax: CraftaxConfig = field(default_factory=CraftaxConfig)
     playground: PlaygroundConfig = field(default_factory=PlaygroundConfig)
     brax: BraxConfig = field(default_factory=BraxConfig)
@@ -660,6 +689,7 @@ _DATACLASSES = {
     c.__name__: c
     for c in (RSSMConfig, EncoderConfig, DecoderConfig, HeadConfig, OptConfig,
               LrsConfig, NormConfig, RetNormConfig, LossScales, AgentConfig, RunConfig, AtariConfig,
-              Atari100kConfig, CrafterConfig, DMCConfig, CraftaxConfig,
+              Atari100kConfig, CrafterConfig, DMCConfig, LocoNavConfig, ProcgenConfig,
+              MemmazeConfig, CraftaxConfig,
               PlaygroundConfig, BraxConfig, EnvConfig, LoggerConfig)
 }

@@ -57,7 +57,8 @@ def _group(prefix: str, path: str, names: Iterable[str]) -> dict[str, str]:
 
 
 # Fields of the reference's suite sections that are ours (in OUR_KEYS, not REFERENCE_KEYS).
-_OWN_SUITE_FIELDS = {"atari": ("sticky_literal",), "atari100k": ("sticky_literal",)}
+_OWN_SUITE_FIELDS = {"atari": ("sticky_literal",), "atari100k": ("sticky_literal",),
+                     "procgen": ("resize",)}  # a key of e3f0224 (configs.yaml:31) only
 
 
 def _suite(name: str, own: bool = False) -> dict[str, str]:
@@ -83,6 +84,8 @@ REFERENCE_KEYS: dict[str, str] = {
     "wrapper.length": "run.episode_limit",  # :77
     "run.driver_parallel": "run.driver_parallel",  # :73; host envs only, ours False
     **_suite("atari"), **_suite("atari100k"), **_suite("crafter"), **_suite("dmc"),  # :79-84
+    **_suite("loconav"),  # :86
+    **_suite("procgen"),  # :83
     "batch_size": "run.batch_size",  # :91
     "batch_length": "run.batch_length",  # :92; the reference's includes replay_context
     "replay_context": "run.replay_context",  # :96
@@ -157,6 +160,9 @@ OUR_KEYS: dict[str, str] = {
     **_suite("craftax"), **_suite("playground"), **_suite("brax"),
     # Whether env.atari*.sticky takes effect (the reference's does not; envs/host/atari.py).
     **_suite("atari", own=True), **_suite("atari100k", own=True),
+    # ProcGen's resize filter (the constructor's argument at 29eb964, procgen.py:8); which
+    # keys Memory Maze observes: the reference's ExtraObs (29eb964) or image (e3f0224).
+    **_suite("procgen", own=True), **_suite("memmaze"),
     # Where the W&B and MLflow outputs write (run/outputs.py).
     "logger.wandb.project": "logger.wandb_project",
     "logger.wandb.entity": "logger.wandb_entity",
@@ -232,6 +238,13 @@ _DRIVER = "the reference's process layout; here one compiled program runs every 
 _SECONDS = ("seconds of wall clock in the reference; dreamerjax counts rows "
             "(run.eval_every_rows, run.checkpoint_every)")
 
+# Reference suites (and their presets of the same name) that cannot run here, with why.
+REFUSED_SUITES: dict[str, str] = {
+    "minecraft": "the minecraft suite needs MineRL, which has no installable release",
+    "dmlab": ("the dmlab suite needs DeepMind Lab, a native build of its own "
+              "(docs/environments.md)"),
+}
+
 # Keys (or key prefixes) with no meaning here -> why.
 REFUSED: dict[str, str] = {
     "seed": "seeds are given as a list: --seeds 0 1 2 (trained side by side)",
@@ -273,8 +286,7 @@ REFUSED: dict[str, str] = {
        for k in ("actor_addr", "replay_addr", "logger_addr", "actor_batch",
                  "actor_threads", "env_replica", "ipv6",
                  "agent_process", "remote_replay")},
-    **{f"env.{s}": f"the {s} suite is not implemented"
-       for s in ("dmlab", "minecraft", "procgen", "loconav")},
+    **{f"env.{s}": reason for s, reason in REFUSED_SUITES.items()},
     "env.crafter.logs": "crafter's own logdir logging is not used",
     "env.crafter.use_logdir": "crafter's own logdir logging is not used",
     "report": "the open-loop report is written every run.report_every_logs log points "
@@ -366,6 +378,17 @@ NAMED: dict[str, dict[str, Any]] = {
     # :239-245
     "dmc_vision": {**_SIZE12M, "task": "dmc_walker_walk", "run.train_ratio": 512,
                    "run.steps": 6e5, "enc.spaces": "image", "dec.spaces": "image"},
+    # :253-258 (without its logger key)
+    "loconav": {"task": "loconav_ant_maze_m", "env.loconav.repeat": 1,
+                "run.train_ratio": 256},
+    # :201-209
+    "procgen": {"task": "procgen_coinrun", "env.procgen.size": [96, 96],
+                r"(enc|dec).simple.minres": 6, "run.steps": 1.1e8, "run.train_ratio": 64,
+                "enc.spaces": "image", "dec.spaces": "image"},
+    # :247-251 without run.save_every (seconds of wall clock there).
+    "bsuite": {"task": "bsuite_mnist/0", "run.num_envs": 1, "run.train_ratio": 1024},
+    # :260-263
+    "memmaze": {"task": "memmaze_11x11", "enc.spaces": "image", "dec.spaces": "image"},
     # :275-288 without the jax, wrapper.checks, report and seconds-of-wall-clock keys.
     "debug": {"wrapper.length": 100, "run.num_envs": 4, "run.train_ratio": 8,
               "run.driver_parallel": False,
@@ -376,6 +399,14 @@ NAMED: dict[str, dict[str, Any]] = {
               r".*\.layers": 2, r".*\.units": 8, r".*\.depth": 2},
 }
 
+
+# Named configs of the reference that set nothing here -> why, and what does (both versions).
+REFUSED_NAMED: dict[str, str] = {
+    "multicpu": ("the reference's 8 logical CPUs split into policy and train devices "
+                 "(configs.yaml:265-273); here the policy acts on the train devices: "
+                 "start with XLA_FLAGS=--xla_force_host_platform_device_count=N and give "
+                 "--data-devices N (docs/scaling.md, 'Trying it on a CPU')"),
+}
 
 __all__ = [
     "FIXED", "FLAG_KEYS", "FLAG_VALUES", "IS_PATTERN", "KEYS", "MAY_BE_EMPTY", "NAMED",

@@ -43,6 +43,8 @@ from dreamerjax.config.keys import (
     NAMED,
     OUR_KEYS,
     REFUSED,
+    REFUSED_NAMED,
+    REFUSED_SUITES,
     RESUMABLE_FIELDS,
     ConfigError,
     NotResumable,
@@ -254,6 +256,10 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
         if name not in table and label.startswith("--size "):
             known = [n.removeprefix("size") for n in table if n.startswith("size")]
             raise ConfigError(f"--size {size!r}: known sizes are {', '.join(known)}")
+        if name in REFUSED_NAMED:
+            raise ConfigError(f"{label}: not available: {REFUSED_NAMED[name]}")
+        if name not in table and name in REFUSED_SUITES:
+            raise ConfigError(f"{label}: {REFUSED_SUITES[name]}")
         if name not in table:
             close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.5)
             hint = f"; closest: {', '.join(close)}" if close else ""

@@ -213,11 +213,11 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
 
 def _check_env_sections(flat: dict[str, Any]) -> None:
     """The suites' image sizes and action repeats, the encoder/decoder space regexes."""
-    for suite in ("atari", "atari100k", "crafter", "dmc", "craftax"):
+    for suite in ("atari", "atari100k", "crafter", "dmc", "procgen", "craftax", "loconav"):
         key = f"env.{suite}.size"
         if len(flat[key]) != 2 or any(n <= 0 for n in flat[key]):
             raise ConfigError(f"{key}: needs two positive sizes, got {list(flat[key])}")
-    for suite in ("playground", "brax"):
+    for suite in ("playground", "brax", "loconav"):
         key = f"env.{suite}.repeat"
         if flat[key] < 1:
             raise ConfigError(f"{key}: the action repeat needs to be at least 1, got "

@@ -70,7 +70,8 @@ HEAD_ALIASES: dict[str, tuple[str, ...]] = {
 # Internal keys spelled the same at HEAD. logger.outputs / logger.filter are HEAD's own
 # keys (configs.yaml:23-24); enc/dec.spaces choose the observation keys the agent sees,
 # which HEAD's dmc_vision does through env.dmc.proprio (configs.yaml:186).
-SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.")
+SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.",
+                   "env.loconav.", "env.procgen.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
           "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
           "jax.train_devices", "run.from_checkpoint", "logger.outputs", "logger.filter",
@@ -189,6 +190,12 @@ HEAD_NAMED: dict[str, dict[str, Any]] = {
     # :184; env.dmc.proprio False: the agent sees the image only (our enc/dec.spaces).
     "dmc_vision": {"task": "dmc_walker_walk", "enc.spaces": "image", "dec.spaces": "image",
                    "run.steps": 1.1e6, "run.train_ratio": 256},
+    "loconav": {"task": "loconav_ant_maze_m", "env.loconav.repeat": 1,  # :193
+                "run.train_ratio": 256},
+    "procgen": {"task": "procgen_coinrun", "run.steps": 1.1e8,  # :166
+                "run.train_ratio": 64},
+    # :189, without run.save_every (seconds of wall clock there).
+    "bsuite": {"task": "bsuite_mnist/0", "run.envs": 1, "run.train_ratio": 1024},
     "debug": {"batch_size": 8, "batch_length": 10, "run.envs": 4,  # :204-225
               "run.train_ratio": 8, "replay.size": 1e4, r"agent\..*\.bins": 5,
               r"agent\..*\.layers": 1, r"agent\..*\.units": 8, "agent.dyn.rssm.stoch": 2,
@@ -200,8 +207,9 @@ HEAD_NAMED: dict[str, dict[str, Any]] = {
 
 def default_config(reference: str) -> Config:
     """The defaults of a run of `reference`: at HEAD its agent (defaults.head_defaults) and
-    its environment settings (configs.yaml:30-36 @e3f0224: Atari 96 x 96 with 30 no-ops,
-    Atari100k the needed actions and 30 no-ops, DMC action repeat 1)."""
+    its environment settings (configs.yaml:30-37 @e3f0224: Atari 96 x 96 with 30 no-ops,
+    Atari100k the needed actions and 30 no-ops, DMC and LocoNav action repeat 1, ProcGen
+    96 x 96) and Memory Maze's image-only observation (dreamerv3/main.py:232-233 @e3f0224)."""
     if reference != HEAD_REF:
         return Config()
     base = Config()
@@ -209,5 +217,7 @@ def default_config(reference: str) -> Config:
     env = base.env
     env = rep(env, atari=rep(env.atari, size=(96, 96), noops=30),
               atari100k=rep(env.atari100k, noops=30, actions="needed"),
-              dmc=rep(env.dmc, repeat=1))
+              dmc=rep(env.dmc, repeat=1), loconav=rep(env.loconav, repeat=1),
+              procgen=rep(env.procgen, size=(96, 96)),
+              memmaze=rep(env.memmaze, extra_obs=False))
     return rep(base, agent=agent_config(DEFAULT_SIZE, reference=HEAD_REF), env=env)

@@ -37,11 +37,19 @@ class Suite:
     compiled: bool = True  # JAX-native: steps inside the compiled chunk
     about: str = ""
     example: str = ""
+    # Packages whose pins conflict with the project's (numpy<2) but that run beside it:
+    # installed without their dependencies, after the extra.
+    no_deps: tuple[str, ...] = ()
 
     @property
     def install(self) -> str:
         """The command that installs this suite's packages."""
-        return install_command(self.extra) if self.extra else "(base install)"
+        if not self.extra:
+            return "(base install)"
+        command = install_command(self.extra)
+        if self.no_deps:
+            command += f", then pip install --no-deps {' '.join(self.no_deps)}"
+        return command
 
     def missing(self) -> tuple[str, ...]:
         """The required packages that cannot be found (nothing is imported)."""
@@ -126,6 +134,27 @@ register(Suite(
 register(Suite(
     "crafter", "dreamerjax.envs.host.crafter", ("crafter",), extra="crafter", compiled=False,
     about="Crafter, achievements per episode", example="crafter_reward"))
+register(Suite(
+    "loconav", "dreamerjax.envs.host.loconav", ("dm_control", "mujoco", "labmaze"),
+    extra="loconav", compiled=False,
+    about="the Ant finding a goal in a labmaze maze (dm_control locomotion)",
+    example="loconav_ant_maze_m"))
+register(Suite(
+    "pinpad", "dreamerjax.envs.host.pinpad", (), compiled=False,
+    about="PinPad: visit the coloured pads in order (numpy grid world)",
+    example="pinpad_three"))
+register(Suite(
+    "procgen", "dreamerjax.envs.host.procgen", ("procgen", "gym3", "gym"), extra="procgen",
+    compiled=False, about="ProcGen's 16 games (procgen-mirror)", example="procgen_coinrun",
+    no_deps=("procgen-mirror", "gym3")))
+register(Suite(
+    "bsuite", "dreamerjax.envs.host.bsuite", ("bsuite", "dm_env"), extra="bsuite",
+    compiled=False, about="Behaviour Suite experiments, EXPERIMENT/ID",
+    example="bsuite_catch/0"))
+register(Suite(
+    "memmaze", "dreamerjax.envs.host.memmaze", ("memory_maze", "dm_control", "gym"),
+    extra="memmaze", compiled=False, about="Memory Maze through dm_control (9x9 ... 15x15)",
+    example="memmaze_9x9"))
 
 
 def parse_env_id(env_id: str) -> tuple[Suite, str]:

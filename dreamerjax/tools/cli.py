@@ -193,11 +193,17 @@ def _restore_signals(state: dict) -> None:
 
 def info_command(args: InfoArgs) -> int:
     from dreamerjax.config import docs_tables as config_docs
+    from dreamerjax.envs.registry import MissingExtra
     from dreamerjax.run import rundir
 
     config, provenance = resolve_args(args)
-    counts = rundir.describe(config)
     print(config_docs.describe(config, provenance))
+    try:
+        counts = rundir.describe(config)
+    except MissingExtra as e:
+        # The resolved config is shown whatever the env; the networks need its spaces.
+        print(f"Networks not counted: {e}")
+        return 0
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")

@@ -58,6 +58,11 @@ SUITE_DEFAULTS: dict[str, dict[str, Any]] = {
                   "aggregate": "max", "clip_reward": False},
     "dmc": dataclasses.asdict(config_defaults.DMCConfig()),
     "crafter": dataclasses.asdict(config_defaults.CrafterConfig()),
+    "loconav": dataclasses.asdict(config_defaults.LocoNavConfig()),
+    "pinpad": {},  # configs.yaml has no env.pinpad: the constructor's length 10000
+    "procgen": dataclasses.asdict(config_defaults.ProcgenConfig()),
+    "bsuite": {},
+    "memmaze": dataclasses.asdict(config_defaults.MemmazeConfig()),
 }
 WRAPPER_DEFAULTS = dict(length=0)  # configs.yaml:77 `wrapper.length` (0: no extra limit)
 
@@ -141,6 +146,17 @@ def normalized_action(action, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     mask = np.isfinite(low) & np.isfinite(high)
     lo, hi = np.where(mask, low, -1), np.where(mask, high, 1)
     return np.where(mask, (a + 1) / 2 * (hi - lo) + lo, a)
+
+
+def import_quietly(module: str):
+    """Import a suite's package that imports the old `gym`, whose gym_notices prints a
+    deprecation notice on stderr at its first import (procgen, memory_maze need `gym`;
+    the suites themselves run on numpy 2)."""
+    import contextlib
+    import importlib
+    import io
+    with contextlib.redirect_stderr(io.StringIO()):
+        return importlib.import_module(module)
 
 
 def split_env_id(env_id: str) -> tuple[str, str]:
