@@ -60,7 +60,7 @@ DMC_PROPRIO_12M_256 = {
     "opt.globclip": 0.0, "opt.anneal": 0, "opt.schedule": "constant",
     "separate_lrs": False, "lrs.dec": 1e-4, "lrs.enc": 1e-4, "lrs.dyn": 1e-4,
     "lrs.rew": 1e-4, "lrs.con": 1e-4, "lrs.actor": 3e-5, "lrs.critic": 3e-5,
-    "reset_context": 0.0, "run.expl_until": 0,
+    "reset_context": 0.0, "run.expl_until": 0, "run.from_checkpoint": "",
     "valnorm.impl": "off", "valnorm.rate": 0.01, "valnorm.limit": 1e-8,
     "advnorm.impl": "off", "advnorm.rate": 0.01, "advnorm.limit": 1e-8,
     "replay_critic_loss": True,

@@ -262,6 +262,12 @@ class RunConfig:
     # mode 'explore' until this step (always when 0) and 'train' after; the reference's
     # Agent.policy reads no mode (agent.py:129-164), so both act alike and so do ours.
     expl_until: int = 0
+    # run.from_checkpoint (configs.yaml:63 @29eb964, :59 @e3f0224): a run directory or one
+    # of its checkpoints whose agent a fresh run starts from (run/transfer.py); '' for
+    # none. run.from_checkpoint_regex (read by embodied/run/train.py:89 @e3f0224, no key
+    # in its configs.yaml): the parameter names loaded, matched from their start; '' all.
+    from_checkpoint: str = ""
+    from_checkpoint_regex: str = ""
     # run.driver_parallel (configs.yaml:73, the reference's default True): host envs
     # (gym_, atari_, dmc_, crafter_) step in one worker process each instead of in this
     # process; no effect on compiled envs or on the results (docs/environments.md).

@@ -105,6 +105,7 @@ REFERENCE_KEYS: dict[str, str] = {
     **_group("valnorm", "agent.valnorm", ("impl", "rate", "limit")),  # :142
     **_group("advnorm", "agent.advnorm", ("impl", "rate", "limit")),  # :143
     "run.expl_until": "run.expl_until",  # :46; the policy acts alike in both modes
+    "run.from_checkpoint": "run.from_checkpoint",  # :63; a new run from another's agent
     "replay_critic_loss": "agent.replay_critic_loss",  # :104
     **_group("dyn.rssm", "agent.rssm",  # :113
              ("deter", "hidden", "stoch", "classes", "unimix", "outscale", "imglayers",
@@ -150,6 +151,9 @@ OUR_KEYS: dict[str, str] = {
     "run.report_every_logs": "run.report_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
+    # Read by the reference's train loop (embodied/run/train.py:89 @e3f0224), which has
+    # no such key in its configs.yaml.
+    "run.from_checkpoint_regex": "run.from_checkpoint_regex",
     # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.
     "jax.train_mesh": "run.train_mesh",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
@@ -176,7 +180,8 @@ OUR_KEYS: dict[str, str] = {
 MAY_BE_INFINITE = frozenset({"replay.prio.initial"})
 
 # String keys whose empty value means "left to the package" (LoggerConfig).
-MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri"})
+MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri",
+                          "run.from_checkpoint", "run.from_checkpoint_regex"})
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
 
@@ -278,7 +283,6 @@ REFUSED: dict[str, str] = {
        for k in ("log_zeros", "log_keys_video", "log_keys_sum", "log_keys_avg",
                  "log_keys_max", "log_video_fps", "log_video_streams",
                  "log_episode_timeout", "usage", "timer")},
-    "run.from_checkpoint": "continue a run with --resume RUN_DIR",
     **{f"run.{k}": _DRIVER
        for k in ("actor_addr", "replay_addr", "logger_addr", "actor_batch",
                  "actor_threads", "env_replica", "ipv6",

@@ -74,7 +74,8 @@ SHARED_PREFIXES = ("env.atari.", "env.atari100k.", "env.crafter.", "env.dmc.",
                    "env.loconav.", "env.procgen.")
 SHARED = ("task", "run.steps", "run.eval_eps", "run.train_ratio", "replay.size", "batch_size",
           "batch_length", "replay_context", "jax.compute_dtype", "run.driver_parallel",
-          "jax.train_devices", "logger.outputs", "logger.filter", "enc.spaces", "dec.spaces",
+          "jax.train_devices", "run.from_checkpoint", "logger.outputs", "logger.filter",
+          "enc.spaces", "dec.spaces",
           "replay.fracs.uniform", "replay.fracs.priority", "replay.fracs.recency",
           "replay.prio.exponent", "replay.prio.maxfrac", "replay.prio.initial",
           "replay.prio.zero_on_sample", "replay.recexp")

@@ -32,7 +32,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records
+from dreamerjax.run import host_time, outputs, records, transfer
 from dreamerjax.run import lock as runlock
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
@@ -602,6 +602,8 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
         start_log, wall0 = meta["log_index"] + 1, meta["wall_s"]
     else:
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
+        # a fresh run only: one that resumes keeps its own state (run/transfer.py)
+        states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
     run_cfg = run.config.run
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = _progress(loop.progress and run.primary, run_cfg.steps,

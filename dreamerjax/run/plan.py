@@ -5,6 +5,7 @@
       -> setup.make_setup(config)                   the env's spaces (a host env built
                                                     once), the replay's capacity
       -> check_devices, memory.check_replay         the devices and the replay's bytes
+      -> transfer.check                             run.from_checkpoint's source
       -> Plan: the seed strategy and the mesh
 
 The command line's preflight, driver.train, the precompile child, `dreamerjax bench` and
@@ -21,7 +22,7 @@ import numpy as np
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import Config, data_devices, fsdp_devices
-from dreamerjax.run import loop, memory, streams
+from dreamerjax.run import loop, memory, streams, transfer
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
 
@@ -76,6 +77,7 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1) -> Plan:
         raise ValueError(f"run.eval_every_rows: the run has {logs:,} log points; at most "
                          f"{streams.SPAN - 1:,} (run/streams.py)")
     check_devices(setup, len(seeds), devices)
+    transfer.check(setup.config, setup.spaces)  # run.from_checkpoint: the source's agent
     need = memory.check_replay(setup, len(seeds), devices)
     data, fsdp = data_devices(setup.run), fsdp_devices(setup.run)
     if setup.host:  # seeds mapped one after the other would not split their envs
