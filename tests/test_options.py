@@ -22,6 +22,8 @@ from dreamerjax.config.defaults import (
     head_defaults,
     tiny_agent_config,
 )
+from dreamerjax.config.resolve import make_config
+from dreamerjax.config.validate import validate
 from dreamerjax.tools.parity.fixtures import _load, run_parity
 
 REF = Path(__file__).parent / "data" / "reference_options"
@@ -210,8 +212,8 @@ def test_reset_context_clears_first_flags_by_its_chance():
                 "agent.valnorm.impl=meanstd", "agent.advnorm.impl=perc"]),
 ])
 def test_the_options_are_accepted_at_their_version(reference, sets):
-    config = C.make_config("CartPole-v1", sets=sets, reference=reference)
-    C.validate(config)
+    config = make_config("CartPole-v1", sets=sets, reference=reference)
+    validate(config)
     assert config.agent.opt.wd == 1e-4
 
 
@@ -229,7 +231,7 @@ def test_the_options_are_accepted_at_their_version(reference, sets):
 ])
 def test_bad_values_are_refused_naming_the_key(reference, sets, message):
     with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
-        C.validate(C.make_config("CartPole-v1", sets=sets, reference=reference))
+        validate(make_config("CartPole-v1", sets=sets, reference=reference))
 
 
 @pytest.mark.slow  # compiles the tiny update
