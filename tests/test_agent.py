@@ -9,11 +9,12 @@ import pytest
 
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
+from dreamerjax.algo.spaces import Spaces, preprocess
 from dreamerjax.config.defaults import SIZES, agent_config, tiny_agent_config
 from dreamerjax.config.resolve import make_config
 
-VEC = A.Spaces.vector(4, True, 2)
-IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
+VEC = Spaces.vector(4, True, 2)
+IMG = Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
 
 def _cnn(cfg):
@@ -63,8 +64,8 @@ def test_reference_param_count_1m_cartpole():
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_param_shapes_every_preset(size):
     cfg = agent_config(size)
-    image = A.Spaces((("image", (64, 64, 3), "uint8"),), True, 6)
-    for spaces in (VEC, image, A.Spaces.vector(3, False, 1)):
+    image = Spaces((("image", (64, 64, 3), "uint8"),), True, 6)
+    for spaces in (VEC, image, Spaces.vector(3, False, 1)):
         p = jax.eval_shape(lambda k, c=cfg, s=spaces: A.init_params(k, c, s),
                            jax.random.PRNGKey(0))
         d, g = cfg.rssm.deter, cfg.rssm.blocks
@@ -83,13 +84,13 @@ def test_param_shapes_every_preset(size):
 ])
 def test_bad_spaces_are_refused(obs, match):
     with pytest.raises(ValueError, match=match):
-        A.Spaces(obs, True, 2)
+        Spaces(obs, True, 2)
     with pytest.raises(ValueError, match="Unsupported action space"):
-        A.Spaces.vector(4, True, 1)
+        Spaces.vector(4, True, 1)
 
 
 def test_spaces_select_keys_by_regex_and_order():
-    sp = A.Spaces((("image", (8, 8, 3), "uint8"), ("pos", (2,), "float32"),
+    sp = Spaces((("image", (8, 8, 3), "uint8"), ("pos", (2,), "float32"),
                    ("vel", (2,), "float32")), True, 2, enc_spaces="image|pos", dec_spaces="v.*")
     assert sp.enc_vector_keys == ("pos",) and sp.enc_image_keys == ("image",)
     assert sp.dec_keys == ("vel",)
@@ -97,7 +98,7 @@ def test_spaces_select_keys_by_regex_and_order():
         "image": np.uint8, "pos": np.float32, "vel": np.float32}
     hash(sp)  # a static jit argument
     with pytest.raises(ValueError, match="enc_spaces 'nothing' matches none"):
-        A.Spaces(sp.obs, True, 2, enc_spaces="nothing")
+        Spaces(sp.obs, True, 2, enc_spaces="nothing")
 
 
 def test_two_seeds_differ_and_init_is_deterministic():
@@ -116,7 +117,7 @@ def test_two_seeds_differ_and_init_is_deterministic():
 # both against the reference's own updates (every metric and parameter after two steps:
 # tests/test_parity_agent.py, update_cont.npz and update_image.npz).
 @pytest.mark.parametrize("spaces", [
-    VEC, pytest.param(A.Spaces.vector(3, False, 2), marks=pytest.mark.slow),
+    VEC, pytest.param(Spaces.vector(3, False, 2), marks=pytest.mark.slow),
     pytest.param(IMG, marks=pytest.mark.slow)], ids=["disc", "cont", "image"])
 def test_update_finite_and_metrics(spaces):
     cfg = _cnn(tiny_agent_config())
@@ -198,7 +199,7 @@ def test_image_encoder_decoder_shapes():
         dec=dataclasses.replace(cfg.dec, depth=4, mults=(1, 2, 2), minres=4))
     p, edim = nets.init_encoder(jax.random.PRNGKey(0), cfg, IMG)
     assert edim == cfg.enc.units + 4 * 4 * 8  # vector MLP first, then the CNN features
-    obs = A.preprocess(IMG, _obs(jax.random.PRNGKey(2), IMG, (2, 5)))
+    obs = preprocess(IMG, _obs(jax.random.PRNGKey(2), IMG, (2, 5)))
     assert obs["image"].dtype == jnp.float32 and float(obs["image"].max()) <= 1.0
     # Shapes only: traced, not compiled (each op of an eager CNN compiles on its own).
     e = jax.eval_shape(lambda p, o: nets.encode(p, cfg, IMG, o), p, obs)
@@ -217,7 +218,7 @@ def test_image_encoder_decoder_shapes():
     dec = jax.eval_shape(decode, dp, lat)
     assert order == ["vector", "image"]
     assert dec["image"].shape == (2, 5, 16, 16, 3) and dec["vector"].shape == (2, 5, 3)
-    small = A.Spaces((("image", (10, 10, 3), "uint8"),), True, 2)
+    small = Spaces((("image", (10, 10, 3), "uint8"),), True, 2)
     with pytest.raises(ValueError, match="does not reach minres"):
         nets.init_encoder(jax.random.PRNGKey(0), cfg, small)
 

@@ -17,6 +17,7 @@ from _runs import with_cnn
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
+from dreamerjax.algo.spaces import Spaces, preprocess
 from dreamerjax.config import defaults as config_lib
 from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
@@ -24,8 +25,8 @@ from dreamerjax.config.defaults import Config, OptConfig, tiny_agent_config
 from dreamerjax.data import schema
 
 BF16, F32 = jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)
-VEC = A.Spaces.vector(4, True, 2)
-IMG = A.Spaces((("image", (16, 16, 3), "uint8"), ("vector", (5,), "float32")), False, 2)
+VEC = Spaces.vector(4, True, 2)
+IMG = Spaces((("image", (16, 16, 3), "uint8"), ("vector", (5,), "float32")), False, 2)
 
 
 def _cfg(dtype: str, **kw):
@@ -103,7 +104,7 @@ def test_every_matmul_and_conv_of_the_update_has_bfloat16_operands(spaces, make)
 
 def _forward(params, cfg, spaces, obs):
     """The networks of the world model and the heads on one batch (for eval_shape)."""
-    obs = A.preprocess(spaces, obs, A.compute_dtype(cfg))
+    obs = preprocess(spaces, obs, A.compute_dtype(cfg))
     embed = nets.encode(params["enc"], cfg, spaces, obs)
     layer = nets.linear(params["enc"]["mlp0"], nm.cast(obs["vector"], BF16))
     carry = nets.rssm_initial(cfg.rssm, 2)  # float32, cast on entry (nets.py:58)

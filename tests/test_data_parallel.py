@@ -30,6 +30,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from dreamerjax.algo import agent as agent_lib, normalize
     from dreamerjax.tools.parity import agent_checks as ac
+    from dreamerjax.tools.parity import agent_fixtures
     from dreamerjax.run import driver, setup as setup_lib
     from dreamerjax.run.plan import make_plan
     from dreamerjax.run.trainers import make_trainer
@@ -40,7 +41,7 @@ SCRIPT = textwrap.dedent("""
     flat = dict(np.load(os.path.join(ref, "update.npz")))
     start = {k[len("u0/state/"):]: v for k, v in flat.items() if k.startswith("u0/state/")}
     cfg, spaces, _ = ac.family(ref, "", flat, "b1_data_", start)
-    batch = ac.batch_from(flat, "b1_data_", spaces)
+    batch = agent_fixtures.batch_from(flat, "b1_data_", spaces)
     state = ac.load_state(start, cfg)
     key = jax.random.PRNGKey(0)
 

@@ -10,11 +10,12 @@ from _runs import small_argv
 from dreamerjax.algo import agent as A
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
+from dreamerjax.algo.spaces import Spaces
 from dreamerjax.config.defaults import HEAD_REF, Reference, head_defaults, tiny_agent_config
 from dreamerjax.data import schema
 from dreamerjax.tools import args as cli_args
 
-IMG = A.Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
+IMG = Spaces((("image", (48, 48, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
 
 
 def _cfg(dtype="float32"):
@@ -66,7 +67,7 @@ def test_head_cnn_resolution_comes_from_the_image():
     cfg = _cfg()
     enc = nets.cnn_config(cfg, cfg.enc, IMG, IMG.enc_image_keys)
     assert enc.minres == 48 // 16
-    bad = A.Spaces((("image", (40, 40, 3), "uint8"),), True, 3)
+    bad = Spaces((("image", (40, 40, 3), "uint8"),), True, 3)
     with pytest.raises(ValueError, match="whole side in"):
         nets.cnn_config(cfg, cfg.enc, bad, bad.enc_image_keys)
 

@@ -12,6 +12,7 @@ import pytest
 
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import normalize, optim
+from dreamerjax.algo.spaces import Spaces
 from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
 from dreamerjax.config.defaults import (
@@ -93,7 +94,7 @@ def test_the_versions_schedules_differ_and_the_fixtures_tell_them_apart():
 
 def test_weight_decay_masks_the_kernels_only():
     params = agent_lib.init_params(jax.random.PRNGKey(0), tiny_agent_config(),
-                                   agent_lib.Spaces.vector(4, True, 2))
+                                   Spaces.vector(4, True, 2))
     mask = optim.weight_decay_mask(params)
     flat = jax.tree_util.tree_leaves_with_path(mask)
     names = {optim.param_name(p): m for p, m in flat}
@@ -172,7 +173,7 @@ def test_an_update_with_every_option_trains(version):
                                "separate_lrs": True, "reset_context": 0.5,
                                "valnorm": NormConfig("mean_std"),
                                "advnorm": NormConfig("perc_corr")})
-    spaces = agent_lib.Spaces.vector(4, True, 2)
+    spaces = Spaces.vector(4, True, 2)
     batch = _batch(on, spaces)
     results = {}
     for name, cfg in (("off", base), ("on", on)):

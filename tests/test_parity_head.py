@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo.spaces import Spaces
 from dreamerjax.config.defaults import HEAD_REF, agent_config
 from dreamerjax.tools.parity import head_checks
 from dreamerjax.tools.parity.agent_checks import data_devices_of
@@ -58,10 +59,10 @@ def test_version_comes_from_the_fixture_config():
 
 
 @pytest.mark.parametrize("spaces, count", [
-    (agent_lib.Spaces.vector(4, True, 2), 637_381),  # the fixture README's counts
-    (agent_lib.Spaces((("image", (64, 64, 3), "uint8"), ("vector", (3,), "float32")),
+    (Spaces.vector(4, True, 2), 637_381),  # the fixture README's counts
+    (Spaces((("image", (64, 64, 3), "uint8"), ("vector", (3,), "float32")),
                       True, 3), 748_664),
-    (agent_lib.Spaces.vector(5, False, 2), 637_640),
+    (Spaces.vector(5, False, 2), 637_640),
 ])
 def test_parameter_counts_equal_heads(spaces, count):
     cfg = agent_config("1m", reference=HEAD_REF)

@@ -11,6 +11,8 @@ import pytest
 from _runs import SMALL_RUN
 
 from dreamerjax.config import keys as C
+from dreamerjax.config import resolve as R
+from dreamerjax.config.validate import validate
 from dreamerjax.data import replay as rp
 from dreamerjax.run import driver
 
@@ -143,13 +145,13 @@ MIX = ["replay.fracs.uniform=0.5", "replay.fracs.priority=0.3", "replay.fracs.re
     ("29eb964", [*MIX, "replay.priosignal=td"]),
 ])
 def test_the_selector_keys_are_accepted_at_their_version(reference, sets):
-    config = C.make_config("CartPole-v1", sets=sets, reference=reference)
-    C.validate(config)
+    config = R.make_config("CartPole-v1", sets=sets, reference=reference)
+    validate(config)
     sel = rp.selector_from_run(config.run)
     assert sel is not None and sel.recency > 0
     assert rp.writes_priorities(rp.replay_init(2, 10, _example(), 4, sel), reference) == (
         reference == "29eb964" and sel.priority > 0)
-    assert rp.selector_from_run(C.make_config("CartPole-v1", reference=reference).run) is None
+    assert rp.selector_from_run(R.make_config("CartPole-v1", reference=reference).run) is None
 
 
 @pytest.mark.parametrize("reference, sets, message", [
@@ -161,7 +163,7 @@ def test_the_selector_keys_are_accepted_at_their_version(reference, sets):
 ])
 def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message):
     with pytest.raises(C.ConfigError, match=message.replace("(", r"\(")):
-        C.validate(C.make_config("CartPole-v1", sets=sets, reference=reference))
+        validate(R.make_config("CartPole-v1", sets=sets, reference=reference))
 
 
 @pytest.mark.slow  # compiles a tiny run
@@ -170,7 +172,7 @@ def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message
     ("29eb964", [*MIX, "replay.priosignal=all"]),  # priorities written back
 ])
 def test_a_tiny_run_with_the_mixture_trains(tmp_path, reference, sets):
-    cfg = C.make_config("CartPole-v1", tiny=True, sets=sets, reference=reference,
+    cfg = R.make_config("CartPole-v1", tiny=True, sets=sets, reference=reference,
                         **{**SMALL_RUN, "steps": 240})
     res = driver.train(cfg, (0,), str(tmp_path / "run"), progress=False,
                        compile_cache=False, tensorboard=False, report=False)

@@ -6,9 +6,6 @@ Everything is jittable and vmappable over a leading seed axis; no globals, no ho
 
 from __future__ import annotations
 
-import dataclasses
-import re
-
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -18,6 +15,7 @@ import optax
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
+from dreamerjax.algo.metrics_e3f0224 import batch_stats, e3f0224_loss_order, loss_metrics_e3f0224
 from dreamerjax.algo.normalize import (
     RetNormState,
     norm_init,
@@ -29,6 +27,7 @@ from dreamerjax.algo.normalize import (
 )
 from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
 from dreamerjax.algo.returns import imagined_returns, imagined_returns_e3f0224, replay_return
+from dreamerjax.algo.spaces import Spaces, preprocess
 from dreamerjax.config.defaults import AgentConfig, Reference
 
 sg = jax.lax.stop_gradient
@@ -37,145 +36,9 @@ f32 = jnp.float32
 MODULES = ("enc", "dyn", "dec", "rew", "con", "actor", "critic")
 
 
-# Data keys that are not observations the encoder or decoder may see (agent.py:36-43).
-RESERVED_KEYS = ("action", "reward", "is_first", "is_last", "is_terminal", "cont",
-                 "deter", "stoch", "stepid", "reset")
-OBS_DTYPES = ("float32", "uint8")
-
-
-@dataclasses.dataclass(frozen=True)
-class Spaces:
-    """What the agent sees and does.
-
-    obs: named observation entries `(name, shape, dtype_str)` in the environment's key
-    order: rank-1 float32 vectors (D,) and rank-3 images (H, W, C), uint8 (divided by 255
-    in `preprocess`, agent.py:462-473) or float32 (used as they are). Actions are either
-    `act_discrete` with `act_dim` classes (int32 index) or continuous in [-1, 1]^act_dim.
-    enc_spaces / dec_spaces: the reference's `enc.spaces` / `dec.spaces` regexes
-    (configs.yaml:115,119; agent.py:36-43): the keys that `re.match` them are encoded /
-    decoded. Hashable, so it can be a static argument of jit.
-    """
-
-    obs: tuple[tuple[str, tuple[int, ...], str], ...]
-    act_discrete: bool
-    act_dim: int
-    enc_spaces: str = ".*"
-    dec_spaces: str = ".*"
-
-    def __post_init__(self):
-        obs = tuple((str(n), tuple(int(d) for d in s), str(t)) for n, s, t in self.obs)
-        object.__setattr__(self, "obs", obs)
-        if not obs:
-            raise ValueError("Spaces.obs is empty: the agent needs at least one observation key")
-        names = [n for n, _, _ in obs]
-        for name, shape, dtype in obs:
-            check_obs_entry(name, shape, dtype)
-            if names.count(name) > 1:
-                raise ValueError(f"observation key {name!r} appears twice in Spaces.obs")
-        if self.act_dim < 1 or (self.act_discrete and self.act_dim < 2):
-            raise ValueError(
-                f"Unsupported action space (discrete={self.act_discrete}, dim={self.act_dim}): "
-                "need a discrete space with >= 2 actions or a continuous box with >= 1 dims.")
-        for flag in ("enc_spaces", "dec_spaces"):
-            pattern = getattr(self, flag)
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{flag} {pattern!r} is not a regular expression: {exc}") from None
-        if not self.enc_keys:
-            raise ValueError(f"enc_spaces {self.enc_spaces!r} matches none of the observation "
-                             f"keys {names}")
-        _same_resolution(self.enc_image_keys, self.obs_dict(), "enc_spaces")
-        _same_resolution(self.dec_image_keys, self.obs_dict(), "dec_spaces")
-
-    @classmethod
-    def vector(cls, dim: int, act_discrete: bool, act_dim: int, name: str = "vector"):
-        """One float32 vector observation, e.g. CartPole: Spaces.vector(4, True, 2)."""
-        return cls(((name, (int(dim),), "float32"),), act_discrete, act_dim)
-
-    def obs_dict(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """{name: (shape, numpy dtype)} in key order."""
-        return {n: (s, np.dtype(t)) for n, s, t in self.obs}
-
-    @property
-    def obs_keys(self) -> tuple[str, ...]:
-        return tuple(n for n, _, _ in self.obs)
-
-    def _match(self, pattern: str, rank: int | None = None) -> tuple[str, ...]:
-        return tuple(n for n, s, _ in self.obs
-                     if re.match(pattern, n) and (rank is None or len(s) == rank))
-
-    @property
-    def enc_keys(self) -> tuple[str, ...]:
-        return self._match(self.enc_spaces)
-
-    @property
-    def enc_vector_keys(self) -> tuple[str, ...]:
-        return self._match(self.enc_spaces, 1)
-
-    @property
-    def enc_image_keys(self) -> tuple[str, ...]:
-        return self._match(self.enc_spaces, 3)
-
-    @property
-    def dec_vector_keys(self) -> tuple[str, ...]:
-        return self._match(self.dec_spaces, 1)
-
-    @property
-    def dec_image_keys(self) -> tuple[str, ...]:
-        return self._match(self.dec_spaces, 3)
-
-    @property
-    def dec_keys(self) -> tuple[str, ...]:
-        """Decoder outputs in the reference's order: vectors, then images (nets.py:311-369);
-        each names its loss term."""
-        return self.dec_vector_keys + self.dec_image_keys
-
-    def obs_specs(self, batch_shape: tuple[int, ...] = ()) -> dict:
-        """{name: ShapeDtypeStruct [*batch_shape, *shape]} in the stored dtype."""
-        return {n: jax.ShapeDtypeStruct((*batch_shape, *s), np.dtype(t))
-                for n, s, t in self.obs}
-
-
-def check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:
-    """One observation key the rows can carry and the agent can see (ValueError naming it):
-    the one check of observation shapes and dtypes (envs/core.EnvSpec calls it too)."""
-    if not name or "/" in name:
-        raise ValueError(f"observation key {name!r}: a name without '/' is required")
-    if name in RESERVED_KEYS:
-        raise ValueError(f"observation key {name!r} is reserved for the replay row")
-    if len(shape) not in (1, 3) or any(d < 1 for d in shape):
-        raise ValueError(
-            f"observation key {name!r} has shape {shape}: dreamerjax handles vectors (D,) "
-            "with the MLP encoder and images (H, W, C) with the CNN encoder")
-    if dtype not in OBS_DTYPES:
-        raise ValueError(f"observation key {name!r} has dtype {dtype}: use one of "
-                         f"{', '.join(OBS_DTYPES)}")
-    if len(shape) == 1 and dtype != "float32":
-        raise ValueError(f"observation key {name!r}: vectors must be float32, got {dtype}")
-
-
-def _same_resolution(keys, obs: dict, flag: str) -> None:
-    """Images enter the CNN concatenated along channels (nets.py Input, featdims 3)."""
-    res = {k: obs[k][0][:2] for k in keys}
-    if len(set(res.values())) > 1:
-        raise ValueError(f"{flag}: image keys {res} must share one height and width")
-
-
 def compute_dtype(cfg: AgentConfig):
     """The activations' JAX dtype (jax.compute_dtype)."""
     return nm.compute_dtype(cfg.compute_dtype)
-
-
-def preprocess(spaces: Spaces, obs: dict, dtype=f32) -> dict:
-    """Stored observations -> network inputs: uint8 images cast to `dtype` (the compute
-    dtype) and divided by 255 in it (Agent.preprocess, agent.py:469-470), everything else
-    cast to float32. {name: [..., *shape]}."""
-    out = {}
-    for name, (_, stored) in spaces.obs_dict().items():
-        x = obs[name]
-        out[name] = x.astype(dtype) / 255.0 if stored == np.uint8 else x.astype(f32)
-    return out
 
 
 @flax.struct.dataclass
@@ -703,67 +566,6 @@ def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: di
     metrics.update({f"constats/{k}": v for k, v in cstats.items()})
     # The mean in the embedding's dtype, cast back as the reference's metrics (jaxagent.py:371).
     metrics["activation/embed"] = nm.cast(jnp.abs(wm["embed"]).mean(), f32)
-    return metrics
-
-
-# Our loss terms by e3f0224's names (agent.py:156-245 @e3f0224); decoder keys keep theirs.
-E3F0224_LOSS_NAMES = {"reward": "rew", "cont": "con", "actor": "policy", "critic": "value",
-                      "replay_critic": "repval"}
-
-
-def e3f0224_loss_order(spaces: Spaces, losses: dict) -> list[str]:
-    """e3f0224's order of the loss terms, in which it sums the total (agent.py:166-240
-    @e3f0224)."""
-    order = ["dyn", "rep", "reward", "cont", *spaces.dec_keys, "actor", "critic",
-             "replay_critic"]
-    return [k for k in order if k in losses]
-
-
-def batch_stats(data_axis: str | None):
-    """(mean, std, min, max) of a tensor over the whole batch: the tensor's own on one
-    device; under data_axis, over every shard's part of it (equal parts), as HEAD computes
-    its metrics on the batch sharded over its data axes (embodied/jax/agent.py:144-148
-    @e3f0224, jit over the mesh)."""
-    if data_axis is None:
-        return jnp.mean, jnp.std, jnp.min, jnp.max
-
-    def mean(x):
-        return jax.lax.pmean(jnp.mean(x), data_axis)
-
-    def std(x):
-        m = mean(x)
-        return jnp.sqrt(jnp.maximum(mean(jnp.square(x)) - m * m, 0.0))
-
-    return (mean, std, lambda x: jax.lax.pmin(jnp.min(x), data_axis),
-            lambda x: jax.lax.pmax(jnp.max(x), data_axis))
-
-
-def loss_metrics_e3f0224(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict,
-                         parts: dict, losses: dict, data_axis: str | None = None) -> dict:
-    """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
-    @e3f0224), plus our `<term>_loss` means that the driver and the plots read (the
-    status line reads `ent/action` by this name: driver.STATUS_METRICS). Under data_axis
-    they are those of the whole batch (`batch_stats`)."""
-    mean, std, min_, max_ = batch_stats(data_axis)
-    metrics = {k: mean(v) for k, v in wm["metrics"].items()}  # means over the batch
-    adv, ret = parts["adv"], img["ret"]
-    slowval = img["slowval"]
-    if "vstats" in img:  # valnorm on: the slow critic's value as val (agent.py:396)
-        slowval = slowval * img["vstats"][1] + img["vstats"][0]
-    ret_normed = (ret - parts["offset"]) / parts["scale"]
-    metrics.update({
-        "adv": mean(adv), "adv_std": std(adv), "adv_mag": mean(jnp.abs(adv)),
-        "rew": mean(img["rew"]), "con": mean(img["con"]), "ret": mean(ret_normed),
-        "val": mean(img["val"]), "tar": mean(parts.get("tar", ret)),
-        "weight": mean(img["weight"]), "slowval": mean(slowval), "ret_min": min_(ret_normed),
-        "ret_max": max_(ret_normed),
-        "ret_rate": mean((jnp.abs(ret_normed) >= 1.0).astype(f32)),
-        "ent/action": mean(parts["ent"])})
-    if spaces.act_discrete:  # the continuous policy's Agg hides minent (agent.py:440)
-        metrics["rand/action"] = mean(parts["ent"]) / np.log(spaces.act_dim)
-    for k, v in losses.items():
-        metrics[f"loss/{E3F0224_LOSS_NAMES.get(k, k)}"] = mean(v)
-        metrics[f"{k}_loss"] = mean(v)
     return metrics
 
 

@@ -90,7 +90,7 @@ class EnvSpec:
     params: Any = dataclasses.field(default=None, repr=False)  # its params, if any
 
     def __post_init__(self):
-        from dreamerjax.algo.agent import check_obs_entry  # the agent's one check
+        from dreamerjax.algo.spaces import check_obs_entry  # the agent's one check
 
         for name, shape, dtype in self.obs_space:
             try:
@@ -172,12 +172,12 @@ def spaces_of(spec: EnvSpec, enc_spaces: str = ".*", dec_spaces: str = ".*"):
     """The agent's Spaces of this env (with the reference's enc/dec.spaces regexes), in
     the dtypes its rows carry: the stored ones (uint8 images) for a dict_obs spec, the
     single key as float32 otherwise."""
-    from dreamerjax.algo import agent as agent_lib
+    from dreamerjax.algo import spaces as spaces_lib
     n = spec.num_actions if spec.discrete else spec.action_dims
     obs = spec.obs_space
     if not spec.dict_obs:
         obs = tuple((name, shape, "float32") for name, shape, _ in obs)
-    return agent_lib.Spaces(obs, spec.discrete, int(n), enc_spaces, dec_spaces)
+    return spaces_lib.Spaces(obs, spec.discrete, int(n), enc_spaces, dec_spaces)
 
 
 @struct.dataclass

@@ -29,6 +29,7 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo import spaces as spaces_lib
 from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
@@ -127,7 +128,7 @@ class TrainResult:
         dict of numpy arrays} (the paths of docs/architecture.md, "Parameters and names";
         no seed axis); at the last log point these are the ones its checkpoint holds.
     config, seeds, out: the run's.
-    spaces: the agent's observation and action spaces (algo/agent.Spaces).
+    spaces: the agent's observation and action spaces (algo/spaces.Spaces).
 
     `policy(obs, seed=...)` acts in this process; `make_policy(seed)` is the Policy
     (run/policy.py) that `load_policy(out, seed)` would read from the checkpoint.
@@ -138,7 +139,7 @@ class TrainResult:
     config: Config
     seeds: tuple[int, ...]
     out: str
-    spaces: agent_lib.Spaces = dataclasses.field(repr=False)
+    spaces: spaces_lib.Spaces = dataclasses.field(repr=False)
     # One Policy per seed, made on first use: each holds its own jitted acting step.
     _policies: dict = dataclasses.field(default_factory=dict, init=False, repr=False,
                                         compare=False)
@@ -287,7 +288,7 @@ def _should_report(config: Config, log_index: int, num_logs: int) -> bool:
 NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 # The status line's figures read from a window's metric means: figure -> the metric names
 # that carry it, the first one a record has (29eb964's tensorstats mean, e3f0224's own
-# scalar: agent.loss_metrics, agent.loss_metrics_e3f0224). wm_loss is world_model_loss's.
+# scalar: agent.loss_metrics, metrics_e3f0224.loss_metrics_e3f0224). wm_loss is world_model_loss's.
 STATUS_METRICS = {"actor_entropy": ("ent/action/mean", "ent/action")}
 
 

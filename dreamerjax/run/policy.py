@@ -326,11 +326,11 @@ def _spaces_to_json(spaces) -> dict:
 
 
 def _spaces_from_json(d: Any, path: Path):
-    from dreamerjax.algo import agent as agent_lib
+    from dreamerjax.algo import spaces as spaces_lib
 
     try:
         obs = tuple((str(n), tuple(int(x) for x in s), str(t)) for n, s, t in d["obs"])
-        return agent_lib.Spaces(obs, bool(d["act_discrete"]), int(d["act_dim"]),
-                                str(d["enc_spaces"]), str(d["dec_spaces"]))
+        return spaces_lib.Spaces(obs, bool(d["act_discrete"]), int(d["act_dim"]),
+                                 str(d["enc_spaces"]), str(d["dec_spaces"]))
     except (KeyError, TypeError, ValueError) as e:
         raise PolicyError(f"{path}: bad spaces entry: {e}") from None

@@ -15,6 +15,7 @@ import jax
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo import spaces as spaces_lib
 from dreamerjax.config.defaults import Config, RunConfig, replay_rows_per_env
 from dreamerjax.envs.host import base as host_lib
 
@@ -40,7 +41,7 @@ class Setup:
 
     config: Config
     spec: Any
-    spaces: agent_lib.Spaces
+    spaces: spaces_lib.Spaces
     capacity: int  # replay rows per env
     ticks_per_log: int
     host: bool = False  # the envs step on the host (host_loop.py), not in the program
@@ -74,7 +75,7 @@ def make_compiled_setup(config: Config) -> Setup:
     return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)
 
 
-def check_run(config: Config, spaces: agent_lib.Spaces) -> int:
+def check_run(config: Config, spaces: spaces_lib.Spaces) -> int:
     """The checks of a run against its env's spaces, before compiling (compiled and host
     suites alike): the CNN geometry of each encoded image key. The config's own values
     (the log points, the replay against one sequence) are config/validate.validate's, which
@@ -98,9 +99,9 @@ def env_factory(config: Config) -> host_lib.EnvFactory:
     return host_lib.EnvFactory(config.run.env, tuple(sorted(env_settings(config).items())))
 
 
-def _host_spaces(spec: host_lib.HostSpec, config: Config) -> agent_lib.Spaces:
+def _host_spaces(spec: host_lib.HostSpec, config: Config) -> spaces_lib.Spaces:
     acfg = config.agent
-    return agent_lib.Spaces(
+    return spaces_lib.Spaces(
         spec.obs_space, spec.discrete, spec.num_actions if spec.discrete else spec.action_dims,
         enc_spaces=acfg.enc_spaces, dec_spaces=acfg.dec_spaces)
 

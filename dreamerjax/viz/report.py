@@ -34,6 +34,7 @@ import numpy as np
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
+from dreamerjax.algo import spaces as spaces_lib
 
 OPENL_CONTEXT = 8  # report_openl_context, configs.yaml:108 @29eb964
 SEQUENCES = 6  # the reference shows the first 6 sequences (agent.py:443)
@@ -55,7 +56,7 @@ def openl(params, cfg, spaces, batch: dict, context: int = OPENL_CONTEXT,
     """
     batch = jax.tree.map(lambda x: x[:sequences], batch)
     carry, data = agent_lib.split_context(cfg, spaces, batch)
-    obs = agent_lib.preprocess(spaces, data["obs"], agent_lib.compute_dtype(cfg))
+    obs = spaces_lib.preprocess(spaces, data["obs"], agent_lib.compute_dtype(cfg))
     T = data["is_first"].shape[1]
     n = min(context, T // 2)
     prevacts = agent_lib.embed_action(

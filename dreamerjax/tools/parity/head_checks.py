@@ -23,6 +23,8 @@ import numpy as np
 import yaml
 
 from dreamerjax.algo import agent as agent_lib
+from dreamerjax.algo import spaces as spaces_lib
+from dreamerjax.algo.metrics_e3f0224 import E3F0224_LOSS_NAMES
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config import dotted as config_dotted
@@ -38,8 +40,6 @@ from dreamerjax.tools.parity.agent_checks import (
     _moment_tol,
     _split,
     compare,
-    deterministic_actor,
-    flatten,
     missing,
     perturbed,
     run_perturbed,
@@ -48,6 +48,7 @@ from dreamerjax.tools.parity.agent_checks import (
     twohot_rounding,
     widen,
 )
+from dreamerjax.tools.parity.agent_fixtures import deterministic_actor, flatten
 from dreamerjax.tools.parity.fixtures import INFO, as_info
 
 NON_OBS = ("action", "reward", "is_first", "is_last", "is_terminal", "consec", "stepid")
@@ -124,7 +125,7 @@ def config_from_head_yaml(path: str) -> agent_lib.AgentConfig:
                                twohot_mean="pairsum", sample_mode=True)
 
 
-def spaces_of(arrays: dict, prefix: str, params: dict) -> agent_lib.Spaces:
+def spaces_of(arrays: dict, prefix: str, params: dict) -> spaces_lib.Spaces:
     """Observation keys in HEAD's dict order (the files keep it), the action space from the
     stored action and the policy's output kernel."""
     obs = []
@@ -135,7 +136,7 @@ def spaces_of(arrays: dict, prefix: str, params: dict) -> agent_lib.Spaces:
     action = arrays[prefix + "action"]
     discrete = bool(np.issubdtype(action.dtype, np.integer))
     out = params["actor"]["action"]["out"]["kernel"]
-    return agent_lib.Spaces(tuple(obs), discrete, int(out.shape[-1]))
+    return spaces_lib.Spaces(tuple(obs), discrete, int(out.shape[-1]))
 
 
 def batch_of(d: dict, prefix: str, spaces) -> dict:
@@ -231,7 +232,7 @@ def check_head_loss(directory: str, name: str, override=None) -> list[Row]:
 
     rows = [compare(fx, "ctx/carry/dyn/deter", carry["deter"], d["ctx/carry/dyn/deter"], TIGHT),
             compare(fx, "ctx/carry/dyn/stoch", carry["stoch"], d["ctx/carry/dyn/stoch"], TIGHT)]
-    names = {v: k for k, v in agent_lib.E3F0224_LOSS_NAMES.items()}
+    names = {v: k for k, v in E3F0224_LOSS_NAMES.items()}
     for key in sorted(k for k in d if k.startswith("loss/") and k != "loss/total"):
         ours = names.get(key[5:], key[5:])
         rows.append(c(key, lambda o, k=ours: o["unscaled"][k], d[key], DEEP))
