@@ -641,6 +641,8 @@ def from_dict(d: dict) -> Config:
                 v = build(sub, v)
             elif isinstance(v, list):
                 v = tuple(v)
+            elif isinstance(v, str) and typ in (float, "float") and v in ("inf", "-inf"):
+                v = float(v)  # an infinite value, as config.json spells it
             kwargs[f.name] = v
         return cls(**kwargs)
 

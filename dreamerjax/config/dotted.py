@@ -97,6 +97,9 @@ def coerce(key: str, value: Any, typ: Any) -> Any:
     if typ is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        # config.json spells an infinite value (replay.prio.initial's default) as text.
+        if isinstance(value, str) and value.lower().lstrip("+-.") == "inf":
+            return float(value.replace(".", ""))
         raise bad()
     if typ is str:
         if isinstance(value, str):

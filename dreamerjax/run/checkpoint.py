@@ -43,7 +43,7 @@ import jax
 import numpy as np
 
 from dreamerjax.config.keys import RESUMABLE_FIELDS, steps_may_grow
-from dreamerjax.run.records import flatten, to_jsonable
+from dreamerjax.run.records import flatten, inf_as_text, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
 KEEP = 2
@@ -116,7 +116,10 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     extra = {MANIFEST_KEY: True}
     if packed is not None:
         state, extra[LAYOUT_KEY] = packed
-    meta = to_jsonable(dict(meta) | extra)
+    meta = dict(meta) | extra
+    if "config" in meta:  # an infinite setting kept as text, not JSON's null
+        meta["config"] = inf_as_text(meta["config"])
+    meta = to_jsonable(meta)
     target = Path(run_dir) / CHECKPOINT_DIR / str(index)
     if target.exists():
         raise FileExistsError(f"checkpoint {target} already exists")

@@ -71,6 +71,15 @@ def to_jsonable(value: Any) -> Any:
     raise TypeError(f"Cannot write {type(value).__name__} to JSON: {value!r}")
 
 
+def inf_as_text(value: Any) -> Any:
+    """A config's values with each infinite float as the text "inf" / "-inf"."""
+    if isinstance(value, float) and math.isinf(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {k: inf_as_text(v) for k, v in value.items()}
+    return value
+
+
 def dumps(value: Any, **kwargs) -> str:
     """Strict JSON text of `value` (non-finite floats as null)."""
     return json.dumps(to_jsonable(value), allow_nan=False, **kwargs)
@@ -323,10 +332,12 @@ class RunWriter:
         self.close()
 
     def write_config(self, cfg_dict: Mapping) -> None:
-        """config.json, sorted and indented; written via a temporary file and rename."""
+        """config.json, sorted and indented; written via a temporary file and rename. An
+        infinite value (replay.prio.initial's default) is written as the string "inf",
+        which strict JSON can hold and the config reads back as the float."""
         path = self.run_dir / CONFIG_FILE
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(dumps(cfg_dict, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(dumps(inf_as_text(cfg_dict), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
     def add_records(self, rows: Iterable[Mapping]) -> None:
