@@ -138,3 +138,67 @@ def test_cli_and_resolve_agree():
     config = cli_args.config_from_args(args)
     want, _ = R.resolve(["debug"], ["opt.lr=1e-3"], steps=4000, eval_every=400)
     assert config == want
+
+
+def _started(tmp_path, argv):
+    """A run directory whose config.json is the one `dreamerjax train ARGV --out RUN` saves
+    (run/driver.py writes the resolved config and the seeds with RunWriter)."""
+    from dreamerjax.run.records import RunWriter
+
+    run = tmp_path / "run"
+    args = cli.parse(["train", *argv, "--out", str(run)]).validate()
+    config = cli_args.config_from_args(args)
+    with RunWriter(run, tensorboard=False) as writer:
+        writer.write_config(config.to_dict() | {"seeds": list(args.seeds)})
+    return run, config
+
+
+@pytest.mark.parametrize("flags, seeds", [
+    (["--data-devices", "2"], (0,)),
+    (["--data-devices", "2", "--num-envs", "16", "--seeds", "0", "1"], (0, 1)),
+    (["--cnn-mults", "1", "2", "--cnn-minres", "5", "--twohot-mean", "pairsum"], (0,)),
+    (["--reference", "e3f0224", "--data-devices", "2"], (0,)),
+])
+def test_resume_accepts_the_flags_the_run_started_with(flags, seeds, tmp_path):
+    """Every run-defining flag repeated on --resume with the value the run started with
+    is accepted, compared by what it sets (--data-devices 2 is jax.train_devices (0, 1)),
+    and the resumed config is the run's own."""
+    from _runs import small_argv
+
+    run, config = _started(tmp_path, [*small_argv(), *flags])
+    args = cli.parse(["train", "--resume", str(run), *small_argv(), *flags]).validate()
+    assert cli.resume_config(args) == (config, seeds)
+
+
+def test_resume_accepts_the_runs_train_mesh_spelled_otherwise(tmp_path):
+    """jax.train_mesh '2,1,1' over 2 train devices is the run's '-1,1,1': accepted, and
+    the run keeps its own spelling."""
+    from _runs import small_argv
+
+    run, config = _started(tmp_path, [*small_argv(), "--data-devices", "2"])
+    argv = R.rewrite_key_flags(["--data-devices", "2", "--jax.train_mesh", "2,1,1"], ["set"])
+    args = cli.parse(["train", "--resume", str(run), *argv]).validate()
+    assert cli.resume_config(args) == (config, (0,))
+    assert config.run.train_mesh == "-1,1,1"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--data-devices", "4"], "--data-devices 4 conflicts with the run's jax.train_devices "
+                              "(0, 1); it cannot change on --resume"),
+    (["--data-devices", "1"], "--data-devices 1 conflicts with the run's jax.train_devices"),
+    (["--num-envs", "16"], "--num-envs 16 conflicts with the run's run.num_envs 8"),
+    (["--set", "jax.train_mesh=1,2,1"], "--set jax.train_mesh=1,2,1: jax.train_mesh cannot "
+                                        "change on --resume"),
+])
+def test_resume_refuses_a_flag_that_changes_the_run(flags, message, tmp_path, capsys,
+                                                    monkeypatch):
+    """A flag whose meaning differs from the run's: one line naming it, before JAX."""
+    import sys
+
+    from _runs import small_argv
+
+    run, _ = _started(tmp_path, [*small_argv(), "--data-devices", "2"])
+    monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
+    assert cli.main(["train", "--resume", str(run), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err

@@ -22,6 +22,7 @@ from dreamerjax.config.defaults import (
     AgentConfig,
     Config,
     RunConfig,
+    mesh_shape,
 )
 from dreamerjax.config.dotted import (
     coerce,
@@ -349,6 +350,21 @@ def resumable_keys() -> tuple[str, ...]:
     return tuple(key for key, path in KEYS.items() if path in RESUMABLE_FIELDS)
 
 
+# Keys that more than one value spells alike: the meaning a run's layout takes from them.
+_MEANINGS = {"jax.train_mesh": lambda config: mesh_shape(config.run)}
+
+
+def _same_meaning(key: str, config: Config, new: Config) -> bool:
+    """Whether `key`'s value in `new` means what it does in `config` though spelled
+    otherwise (jax.train_mesh '2,1,1' and '-1,1,1' over 2 train devices)."""
+    if key not in _MEANINGS or config.run.train_devices != new.run.train_devices:
+        return False
+    try:
+        return _MEANINGS[key](config) == _MEANINGS[key](new)
+    except ValueError:
+        return False
+
+
 def with_resumed_sets(config: Config, sets: Sequence[str]) -> Config:
     """A resumed run's config with `--set KEY=VALUE` items applied in order: only keys
     that may change on resume (resumable_keys, e.g. logger.outputs), else ConfigError
@@ -357,6 +373,9 @@ def with_resumed_sets(config: Config, sets: Sequence[str]) -> Config:
     new, origin = _set_dotted(config, sets)
     for key, value in new.items():
         if value != flat[key] and key not in resumable_keys():
+            if _same_meaning(key, config, from_dotted(new)):
+                new[key] = flat[key]  # the run's own spelling stays in its config.json
+                continue
             raise NotResumable(f"{origin[key]}: {key} cannot change on --resume (keys that "
                                f"may: {', '.join(resumable_keys())})")
     return dataclasses.replace(from_dotted(new), size=config.size)
@@ -440,6 +459,22 @@ def _saved_flags(config: Config, seeds: Sequence[int]) -> dict[str, Any]:
     return saved
 
 
+def _flag_changes(config: Config, saved: Mapping[str, Any], name: str, value: Any) -> bool:
+    """Whether the flag `name` given as `value` on --resume means another run than
+    `config`'s: a FLAG_KEYS flag by the keys it sets, resolved as a new run resolves them
+    (FLAG_VALUES and the key's type: --data-devices 2 is jax.train_devices (0, 1), as the
+    run saved it); size, tiny, seeds and the version by their value."""
+    if name not in FLAG_KEYS or name == "reference":
+        return (tuple(value) if isinstance(value, tuple | list) else value) != saved[name]
+    label = "--" + name.replace("_", "-")
+    _check_flag_version(FLAG_KEYS[name], label, config.agent.reference)
+    flat = to_dotted(config)
+    new = dict(flat)
+    _apply(new, {}, {FLAG_KEYS[name]: FLAG_VALUES.get(name, lambda v: v)(value)}, label,
+           full=True)
+    return new != flat
+
+
 def resume_merge(config: Config, seeds: Sequence[int], given: Mapping[str, Any],
                  sets: Sequence[str] = ()) -> Config:
     """A resumed run's config: the run's `config` with the flags given on the command line
@@ -450,13 +485,12 @@ def resume_merge(config: Config, seeds: Sequence[int], given: Mapping[str, Any],
     saved = _saved_flags(config, seeds)
     may_change = resume_may_change()
     for name, value in given.items():
-        if name in may_change:
+        if name in may_change or not _flag_changes(config, saved, name, value):
             continue
-        have = saved[name]
-        if (tuple(value) if isinstance(value, tuple | list) else value) != have:
-            flag = "--" + name.replace("_", "-")
-            raise ConfigError(f"{flag} {value!r} conflicts with the run's {have!r}; it "
-                              "cannot change on --resume (start a new run with --out)")
+        flag, key = "--" + name.replace("_", "-"), FLAG_KEYS.get(name)
+        what = f"{key} " if key in KEYS else ""
+        raise ConfigError(f"{flag} {value!r} conflicts with the run's {what}{saved[name]!r}; "
+                          "it cannot change on --resume (start a new run with --out)")
     run = dataclasses.replace(
         config.run, **{k: v for k, v in given.items() if k in may_change})
     resumed = with_resumed_sets(dataclasses.replace(config, run=run), sets)

@@ -214,7 +214,6 @@ def _check_train_values(args: TrainArgs) -> None:
     """What is not a config value: flag combinations, the processes and devices of the run
     (the config's values and the seeds are checked once, by the run's plan: preflight)."""
     _check_limits(args)
-    _check_cnn(args.cnn_mults, args.cnn_minres, args.resume is not None)
     _check_distributed(args)
     if args.devices <= 0:
         raise ArgumentError(f"--devices must be positive, got {args.devices}")
@@ -594,12 +593,6 @@ def _check_distributed(args) -> None:
             0 <= args.process_id < (args.num_processes or args.process_id + 1)):
         raise ArgumentError(f"--process-id {args.process_id} is not in 0 ... "
                             f"{(args.num_processes or 1) - 1}")
-
-
-def _check_cnn(mults, minres, resume: bool) -> None:
-    if resume and (mults is not None or minres is not None):
-        raise ArgumentError("--cnn-mults / --cnn-minres fix the network's shapes: they cannot "
-                            "change on --resume (the checkpoint's apply)")
 
 
 # Upper bounds of the flags that are not config values (those are config_validate.validate's).
