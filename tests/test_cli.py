@@ -131,6 +131,33 @@ def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     assert "dreamerjax train: error:" in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    # The reference's presets of one env (docs/scaling.md lists them).
+    (["--configs", "atari100k", "--data-devices", "2"], "run.num_envs: 1 cannot be split "
+     "over the 2 data devices (jax.train_devices, --data-devices 2): each data device steps "
+     "its own envs and keeps their replay rows; use --num-envs 2 or another multiple of 2"),
+    (["--configs", "crafter", "--reference", "e3f0224", "--data-devices", "4"],
+     "run.num_envs: 1 cannot be split over the 4 data devices"),
+    (["--configs", "bsuite", "--data-devices", "8"], "use --num-envs 8 or another multiple"),
+    (["--num-envs", "10", "--data-devices", "4"], "--num-envs: run.num_envs: 10 cannot be "
+     "split over the 4 data devices (jax.train_devices, --data-devices 4): each data device "
+     "steps its own envs and keeps their replay rows; use --num-envs 12 or another"),
+    (["--data-devices", "4", "--set", "batch_size=6"], "batch_size: 6 cannot be split over "
+     "the 4 data devices (jax.train_devices, --data-devices 4): each data device samples "
+     "batch_size / 4 sequences from its own envs' replay rows; use --set batch_size=8 or "
+     "another multiple of 4"),
+])
+def test_envs_and_batch_that_do_not_split_over_the_data_devices(argv, message, tmp_path,
+                                                                capsys, monkeypatch):
+    """num_envs and batch_size split over the data devices (each steps its own envs and
+    keeps their replay): one line that says why and what to give, before anything is
+    compiled or the run directory is made."""
+    monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
+    err = _train_error([*argv, "--out", str(tmp_path / "r")], capsys)
+    assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_too_few_devices_is_one_line_before_anything_starts(tmp_path, capsys, monkeypatch):
     """More data devices than JAX sees: one line naming the flags, before a precompile
     child, a logger or the run directory starts (the check needs JAX, so it is the

@@ -535,8 +535,8 @@ def test_dmc_vision_encodes_and_decodes_only_the_image():
 
 @pytest.mark.parametrize("sets, match", [
     (["jax.train_devices=[1,2]"], r"^jax.train_devices: expects the devices 0 \.\.\. N-1"),
-    (["jax.train_devices=[0,1,2]"], r"^run.num_envs: 16 cannot be split evenly over the 3"),
-    (["jax.train_devices=[0,1]", "batch_size=3"], r"^batch_size: 3 cannot be split evenly"),
+    (["jax.train_devices=[0,1,2]"], r"^run.num_envs: 16 cannot be split over the 3 data devices"),
+    (["jax.train_devices=[0,1]", "batch_size=3"], r"^batch_size: 3 cannot be split over the 2 "),
     (["jax.train_devices=[0,1]", "jax.train_mesh=1,1,2"], r"^jax.train_mesh: the tensor axis"),
     (["jax.train_devices=[0,1]", "jax.train_mesh=3,-1,1"], r"^jax.train_mesh: '3,-1,1' does "),
     (["jax.train_mesh=a,b"], r"^jax.train_mesh: expects three integers"),

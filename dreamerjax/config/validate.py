@@ -138,10 +138,20 @@ def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
     if devices != list(range(n)):
         raise ConfigError(f"jax.train_devices: expects the devices 0 ... N-1 of a seed's "
                           f"group (as --data-devices N sets), got {devices}")
-    for key in ("run.num_envs", "batch_size"):
+    # The reference's env count and batch do not depend on its train devices; here each
+    # data device steps its own envs and samples its share of the batch from their replay
+    # rows (docs/deviations.md D19), so both split evenly.
+    why = {"run.num_envs": ("--num-envs", "each data device steps its own envs and keeps "
+                            "their replay rows"),
+           "batch_size": ("--set batch_size=", "each data device samples batch_size / "
+                          f"{n} sequences from its own envs' replay rows")}
+    for key, (flag, reason) in why.items():
         if flat[key] % n:
-            raise ConfigError(f"{key}: {flat[key]} cannot be split evenly over the {n} "
-                              "train devices (jax.train_devices)")
+            fit = -(-flat[key] // n) * n
+            sep = "" if flag.endswith("=") else " "
+            raise ConfigError(f"{key}: {flat[key]} cannot be split over the {n} data devices "
+                              f"(jax.train_devices, --data-devices {n}): {reason}; use "
+                              f"{flag}{sep}{fit} or another multiple of {n}")
     try:
         _, fsdp, tensor = mesh_shape(config.run)
     except ValueError as e:
