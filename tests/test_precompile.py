@@ -50,6 +50,27 @@ def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
     assert not ran
 
 
+def test_the_child_never_preallocates_beside_the_parents_backend(monkeypatch):
+    """The real child, started as driver.train starts it: the parent's backend is up (the
+    plan asked for its devices; on a GPU it holds 75 % of each), so the child must start
+    with preallocation off whatever the parent's environment says, or it would find a
+    quarter of each GPU left and fail. The child reports the variables it received."""
+    import jax
+    from _runs import small_config
+
+    from dreamerjax.run import plan as plan_lib
+
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    config = small_config()
+    plan = plan_lib.make_plan(config, (0,), 1)
+    assert jax.devices()  # the parent's backend is up before the child starts
+    # The session's cache (conftest.py): the run's programs, as the driver tests train them.
+    out = precompile.precompile(plan, report=config.run.report_every > 0, timeout=1200)
+    assert out is not None, "the precompile child failed"
+    assert out["env"] == precompile.CHILD_ENV == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    assert {"init", "chunk", "eval"} <= set(out["seconds"])
+
+
 def test_malloc_trim_is_harmless():
     assert precompile.malloc_trim() in (True, False)
 

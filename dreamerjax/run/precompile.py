@@ -16,18 +16,34 @@ parent's lookup misses and it compiles as before. Skipped when the cache is off
 (--no-compile-cache), for host envs (host_loop.py), for multi-process runs, and unless the
 caller asks for it (driver.train(precompile=True); the command line does, --no-precompile
 turns it off). A child that fails is reported on stderr and the run goes on.
+
+The parent's backend is up before the child starts (the plan checks the run's devices),
+and on a GPU JAX's client takes XLA_PYTHON_CLIENT_MEM_FRACTION (75 %) of every device as
+it starts. The child runs on the same devices, so it is started with preallocation off
+(CHILD_ENV, in its environment only): it takes what its compiles need (autotuning's
+buffers) from the rest and gives it back as it exits. A TPU opens in one process at a
+time, so there the parent compiles (no child).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 
 TRIM_AFTER_S = 0.5  # compiles (or cache loads) at least this long are followed by a trim
+
+# The child's environment over the parent's: JAX's GPU client (CUDA and ROCm) takes memory
+# as the child's compiles need it instead of a fraction of each device at its start, which
+# the parent's backend already holds.
+CHILD_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+# Backends whose devices one process opens at a time: a child could not start beside the
+# parent's backend (libtpu refuses a TPU another process holds).
+EXCLUSIVE_BACKENDS = ("tpu",)
 
 
 def compile_trainer(trainer, report: bool = True) -> dict:
@@ -71,18 +87,26 @@ def child(spec: dict) -> dict:
     trainer = trainers.CompiledTrainer(plan)
     secs = compile_trainer(trainer, bool(spec.get("report", True)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": secs, "peak_rss_mib": peak}
+    return {"seconds": secs, "peak_rss_mib": peak,
+            "env": {name: os.environ.get(name) for name in CHILD_ENV}}
+
+
+def child_env(parent: dict[str, str]) -> dict[str, str]:
+    """The child's environment: the parent's (XLA_FLAGS, the cache's location, ...) with
+    CHILD_ENV over it, whatever the parent's own says (its backend is already up)."""
+    return {**parent, **CHILD_ENV}
 
 
 def precompile(plan, report: bool = True, timeout: float | None = None) -> dict | None:
     """Fill the persistent cache with the programs of a run's plan (run/plan.Plan) from
-    a child process. Returns the child's figures (seconds per function, its peak RSS, wall
-    seconds), or None when skipped (no cache directory, several processes, host envs) or
-    the child failed."""
+    a child process. Returns the child's figures (seconds per function, its peak RSS, the
+    CHILD_ENV variables as it received them, wall seconds), or None when skipped (no cache
+    directory, several processes, host envs, a TPU) or the child failed."""
     import jax
 
     cache_dir = _cache_dir()
-    if not cache_dir or jax.process_count() > 1 or plan.host:
+    if not cache_dir or plan.host or jax.process_count() > 1 or \
+            jax.default_backend() in EXCLUSIVE_BACKENDS:
         return None
     spec = {"config": plan.config.to_dict(), "seeds": list(plan.seeds),
             "devices": plan.devices, "report": bool(report), "cache_dir": str(cache_dir)}
@@ -90,7 +114,8 @@ def precompile(plan, report: bool = True, timeout: float | None = None) -> dict 
     try:
         proc = subprocess.run([sys.executable, "-m", "dreamerjax.run.precompile"],
                               input=json.dumps(spec), capture_output=True, text=True,
-                              timeout=timeout, check=False)
+                              env=child_env(dict(os.environ)), timeout=timeout,
+                              check=False)
     except (OSError, subprocess.SubprocessError) as e:
         print(f"dreamerjax: warning: precompile child failed ({e}); compiling here",
               file=sys.stderr)
