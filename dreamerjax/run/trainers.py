@@ -201,8 +201,8 @@ class _Shared:
         """program(*args, *static) (a jitted program; static: its trailing static
         arguments). In a run over several processes it is compiled ahead of its first
         call and started once every process has reached a barrier, as _chunk_in_step
-        starts a chunk: a collective inside waits only 30 s for every process, and one
-        still compiling would fail the run."""
+        starts a chunk: a new collective waits only 30 s for every process (distributed.py),
+        and one still compiling would fail the run."""
         if jax.process_count() <= 1:
             return program(*args, *static)
         from dreamerjax.run import distributed
