@@ -15,15 +15,16 @@ both texts: the lowered program (what the code asks for) and the compiled one (w
 keeps after removing dead code). Each gather's output is a whole leaf on every device;
 a device receives (f - 1) / f of it.
 
-The groups' `requested_bytes_per_tick` come from the parameters' shapes and the split
-rule (algo/fsdp.py): the bytes of every split leaf of the group, whole, which
-loop.acting_params asks to gather. `kept_bytes_per_tick` and `kept_leaves` are what the
-program keeps: the gathers left after dead-code elimination of the traced program (the
-same elimination lowering applies: the lowered and compiled programs hold as many
-all_gathers, of as many bytes). `policy_groups` are the groups
-agent.policy reads (enc, dyn, actor). `chunk_lowered_all_gathers` counts the all_gathers
-of the whole lowered chunk program (acting and updates), to compare with the split
-leaves' count (one gather each for the loss) plus the acting program's.
+The groups' `split_bytes` come from the parameters' shapes and the split rule
+(algo/fsdp.py): the bytes of every split leaf of the group, whole. `asked_bytes_per_tick`
+and `asked_leaves` are the all_gathers of the traced program as the code asks for them
+(loop.acting_params; nothing removed yet); `kept_bytes_per_tick` and `kept_leaves` are
+what the program keeps: the gathers left after dead-code elimination of the traced
+program (the same elimination lowering applies: the lowered and compiled programs hold as
+many all_gathers, of as many bytes). `policy_groups` are the groups agent.policy reads
+(enc, dyn, actor). `chunk_lowered_all_gathers` counts the all_gathers of the whole lowered
+chunk program (acting and updates), to compare with the split leaves' count (one gather
+each for the loss) plus the acting program's.
 """
 
 from __future__ import annotations
@@ -69,11 +70,12 @@ def all_gathers_stablehlo(text: str) -> list[tuple[tuple[int, ...], int]]:
     return out
 
 
-def kept_gathers(program, state) -> dict[str, int]:
+def kept_gathers(program, state, dce: bool = True) -> dict[str, int]:
     """{leaf path: whole bytes} of the all_gathers that survive dead-code elimination in
     the shard_map body of `program` (jit(shard_map(f))) traced on `state`: the leaves the
     computation really gathers. Lowering applies the same elimination (the lowered
-    program's gathers match these in count and bytes)."""
+    program's gathers match these in count and bytes). dce=False: every all_gather the
+    traced body holds, as the code asks for them."""
     import jax
     from jax._src.interpreters import partial_eval as pe  # dce_jaxpr: no public name
 
@@ -82,7 +84,8 @@ def kept_gathers(program, state) -> dict[str, int]:
     inner = jax.make_jaxpr(program)(state).jaxpr.eqns[0].params["jaxpr"].jaxpr
     (smap,) = [e for e in inner.eqns if e.primitive.name == "shard_map"]
     body = smap.params["jaxpr"]
-    live, used = pe.dce_jaxpr(body, [True] * len(body.outvars))
+    live, used = pe.dce_jaxpr(body, [True] * len(body.outvars)) if dce else (
+        body, [True] * len(body.invars))
     outer_of = dict(zip(live.invars, [v for v, u in zip(smap.invars, used, strict=True) if u],
                         strict=True))
     index = {v: i for i, v in enumerate(inner.invars)}
@@ -143,25 +146,28 @@ def worker(size: str, n: int, num_envs: int) -> dict:
         whole = sum(x.size * x.dtype.itemsize for x in leaves)
         gathered = sum(x.size * x.dtype.itemsize for x in split)
         groups[name] = {"param_bytes": int(whole), "split_leaves": len(split),
-                        "leaves": len(leaves), "requested_bytes_per_tick": int(gathered),
-                        "received_bytes_per_tick": int(gathered * (n - 1) // n),
+                        "leaves": len(leaves), "split_bytes": int(gathered),
                         "policy_reads": name in POLICY_GROUPS}
-    kept = kept_gathers(program, state)
+    kept, asked = kept_gathers(program, state), kept_gathers(program, state, dce=False)
     for name, g in groups.items():
-        g["kept_leaves"] = sorted(p for p in kept if p.startswith(f".agent.params['{name}']"))
-        g["kept_bytes_per_tick"] = int(sum(kept[p] for p in g["kept_leaves"]))
+        for what, found in (("asked", asked), ("kept", kept)):
+            g[f"{what}_leaves"] = sorted(
+                p for p in found if p.startswith(f".agent.params['{name}']"))
+            g[f"{what}_bytes_per_tick"] = int(sum(found[p] for p in g[f"{what}_leaves"]))
+        g["received_bytes_per_tick"] = int(g["kept_bytes_per_tick"] * (n - 1) // n)
     params = jax.tree.leaves(state.agent.params)
-    gathered = sum(g["requested_bytes_per_tick"] for g in groups.values())
-    needed = sum(g["requested_bytes_per_tick"] for k, g in groups.items()
-                 if k in POLICY_GROUPS)
+    split = sum(g["split_bytes"] for g in groups.values())
+    needed = sum(g["split_bytes"] for k, g in groups.items() if k in POLICY_GROUPS)
     return {
         "size": size, "devices": n, "mesh": mesh_spec, "mesh_axes": dict(trainer.mesh.shape),
         "num_envs": num_envs,
         "param_count": int(sum(int(np.prod(x.shape[1:])) for x in params)),
         "groups": groups,
-        "requested_bytes_per_tick": int(gathered),
+        "split_bytes": int(split),
         "policy_groups": list(POLICY_GROUPS),
         "policy_groups_bytes": int(needed),
+        "asked_all_gathers": len(asked),
+        "asked_bytes_per_tick": int(sum(asked.values())),
         "lowered_all_gathers": len(lowered_gathers),
         "lowered_all_gather_bytes": int(sum(b for _, b in lowered_gathers)),
         "kept_bytes_per_tick": int(sum(kept.values())),

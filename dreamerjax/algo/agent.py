@@ -199,9 +199,21 @@ def policy_initial(cfg: AgentConfig, spaces: Spaces, batch: int) -> dict:
     return carry
 
 
+def policy_params(cfg: AgentConfig, params: dict) -> dict:
+    """What `policy` reads of the parameters: the encoder, the RSSM's posterior step
+    (nets.posterior_params: not the prior's layers) and the actor; not the decoder, the
+    reward and continue heads or the critic. params may be any tree shaped as the
+    parameters (their slices' split axes, say). The reference's acting copy holds the
+    groups matching ^(enc|dyn|dec|pol)/ (dreamerv3/agent.py:86-87 @e3f0224), the decoder
+    and the prior included, which its policy does not compute with either."""
+    return {"enc": params["enc"], "dyn": nets.posterior_params(params["dyn"], cfg.rssm),
+            "actor": params["actor"]}
+
+
 def policy(params, cfg: AgentConfig, spaces: Spaces, carry: dict, obs: dict, is_first, key,
            mode: bool = False):
-    """One acting step on a batch of envs (agent.py:129-164).
+    """One acting step on a batch of envs (agent.py:129-164). params: the whole
+    parameters or policy_params of them.
 
     obs {name: [B, *shape]} in the stored dtype, is_first [B] -> (action [B] int32 |
     [B, A], new carry, latent {deter [B, D], stoch [B, S] int32} to store with the row for

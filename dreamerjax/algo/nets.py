@@ -148,6 +148,19 @@ def init_rssm(key, cfg: RSSMConfig, embed_dim: int, act_dim: int) -> dict:
     return p
 
 
+def prior_keys(cfg: RSSMConfig) -> tuple[str, ...]:
+    """The RSSM's parameter groups that only the prior reads (prior_logit): img0 ...,
+    imglogit."""
+    return (*(f"img{i}" for i in range(cfg.imglayers)), "imglogit")
+
+
+def posterior_params(p: dict, cfg: RSSMConfig) -> dict:
+    """The RSSM parameters a posterior step (obs_step) reads: all but prior_keys. p may be
+    any tree shaped as the RSSM's parameters (their slices' split axes, say)."""
+    prior = prior_keys(cfg)
+    return {k: v for k, v in p.items() if k not in prior}
+
+
 def rssm_initial(cfg: RSSMConfig, batch: int) -> dict:
     return {
         "deter": jnp.zeros((batch, cfg.deter), jnp.float32),

@@ -81,13 +81,17 @@ def data_axis(setup: Setup) -> str | tuple[str, ...] | None:
 
 
 def acting_params(setup: Setup, params: dict) -> dict:
-    """The whole parameters the policy acts with: gathered from this device's slices under
-    an FSDP layout, else params themselves."""
+    """The parameters the policy acts with (agent.policy_params: encoder, posterior step,
+    actor), whole: under an FSDP layout gathered from this device's slices, only these
+    (the decoder, the heads, the critic and the prior's layers stay in slices), else
+    params' own."""
+    cfg = setup.config.agent
+    used = agent_lib.policy_params(cfg, params)
     fsdp = fsdp_layout(setup)
     if fsdp is None:
-        return params
-    slices = agent_lib.param_slices(setup.config.agent, setup.spaces, fsdp)
-    return fsdp_lib.gather(params, slices.dims, fsdp)
+        return used
+    dims = agent_lib.param_slices(cfg, setup.spaces, fsdp).dims
+    return fsdp_lib.gather(used, agent_lib.policy_params(cfg, dims), fsdp)
 
 
 def shard_key(key: jax.Array, axis: str | None) -> jax.Array:

@@ -126,6 +126,9 @@ class _Shared:
     only how it acts: `_init_seed` (its per-seed state) and `_build` (its programs)."""
 
     plan: Plan
+    # Programs compiled ahead of their first call in a run over several processes, by
+    # name (_aligned).
+    _ahead: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         plan = self.plan
@@ -189,10 +192,25 @@ class _Shared:
 
     def report(self, states: SeedState, log_index: int) -> dict:
         """The open-loop report (report.openl) of the first seed, from its replay."""
-        from dreamerjax.run import distributed
-        distributed.barrier("report")  # slicing out the first seed may move it: a collective
         key = streams.key(self.seeds[0], "report", log_index)
-        return to_host(self._report(states, key))
+        # Slicing out the first seed may move it (a collective), as may gathering its
+        # parameters' slices under FSDP.
+        return to_host(self._aligned("report", self._report, states, key))
+
+    def _aligned(self, name: str, program, *args, static: tuple = ()):
+        """program(*args, *static) (a jitted program; static: its trailing static
+        arguments). In a run over several processes it is compiled ahead of its first
+        call and started once every process has reached a barrier, as _chunk_in_step
+        starts a chunk: a new collective waits only 30 s for every process (distributed.py),
+        and one still compiling would fail the run."""
+        if jax.process_count() <= 1:
+            return program(*args, *static)
+        from dreamerjax.run import distributed
+
+        if name not in self._ahead:
+            self._ahead[name] = program.lower(*args, *static).compile()
+        distributed.barrier(name)
+        return self._ahead[name](*args)
 
     def close(self) -> None:
         pass
@@ -255,8 +273,11 @@ class CompiledTrainer(_Shared):
         """Evaluation of every seed: [seeds, episodes] returns and lengths. Each device
         runs its own seeds' while_loop (shard_map): under plain jit the loop's condition
         would be reduced over the sharded seed axis, a collective that also makes every
-        device play until the slowest seed's episodes end."""
+        device play until the slowest seed's episodes end. Only the policy's parameters
+        enter it (agent.policy_params): under FSDP only their slices are gathered, once
+        per evaluation."""
         setup, eps = self.setup, self.setup.run.eval_episodes
+        params = agent_lib.policy_params(setup.config.agent, params)
         if self.mesh is None:
             return loop.over_seeds(
                 setup, lambda p, k: loop.evaluate(setup, p, k, eps, mode), params, keys)
@@ -284,8 +305,11 @@ class CompiledTrainer(_Shared):
 
     def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
         """(returns, lengths) [seeds, episodes] with the keys of `stream` (run/streams.py)
-        at index `log_index`: a log point's evaluation, or `dreamerjax eval`'s."""
-        return self._eval(params, streams.keys(self.seeds, stream, log_index), mode)
+        at index `log_index`: a log point's evaluation, or `dreamerjax eval`'s. Over
+        several processes compiled ahead and started at a barrier (_aligned): under FSDP
+        its parameters' slices are gathered across the processes."""
+        keys = streams.keys(self.seeds, stream, log_index)
+        return self._aligned(f"eval_{mode}", self._eval, params, keys, static=(mode,))
 
     def _chunk_in_step(self, states: SeedState, due):
         """The chunk of a data-parallel run over several processes: its gradients are
