@@ -2,7 +2,9 @@
 
     make_plan(config, seeds, devices)
       -> config/validate.validate(config, seeds)    the one check of the values
-      -> setup.make_setup(config)                   the env's spaces (a host env built
+      -> processes_config(config, processes)        the whole run of a per-process config
+                                                    (e3f0224 over several processes)
+      -> setup.make_setup(...)                      the env's spaces (a host env built
                                                     once), the replay's capacity
       -> check_devices, memory.check_replay         the devices and the replay's bytes
       -> transfer.check                             run.from_checkpoint's source
