@@ -71,7 +71,7 @@ def two_processes_run(tmp_path_factory):
 def test_two_processes_train_as_one_process_with_their_devices(tmp_path, two_processes_run):
     recs = _records(two_processes_run)
     config = json.loads((two_processes_run / "config.json").read_text())
-    assert (config["run"]["num_envs"], config["batch_size"]) == (4, 2)  # as given
+    assert (config["run"]["num_envs"], config["run"]["batch_size"]) == (4, 2)  # given
     assert config["run"]["train_devices"] == [0]  # each process's own device
 
     out = tmp_path / "one"
