@@ -8,8 +8,8 @@ localhost, joined by jax.distributed.
 
 (the records count the rows of every process's envs). HEAD's gate (batch 2 x 16 items of
 each process's replay) opens at its 96th row, then 1 update per row of its own: 25 and 65
-updates at 120 and 160 rows of each process. A mesh that leaves a process
-without devices is refused in one line before anything compiles.
+updates at 120 and 160 rows of each process. Devices a process lacks are refused in one
+line before anything compiles.
 """
 
 import json
@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from _runs import SMALL_ARGV
+from _runs import SMALL_ARGV, UPDATES
 from _xla import free_port, host_devices_env, train_in_processes
 
 HEAD = ["--reference", "e3f0224"]
@@ -100,31 +100,55 @@ def test_two_processes_resumed_equal_the_uninterrupted_run(tmp_path, two_process
     _close(_figures(recs), _figures(_records(two_processes_run)))
 
 
+HOST_RUNS = {  # version -> (argv, records' (rows, updates))
+    # each process's 4 envs and batch 2 (HEAD's gate: 25 updates by 120 rows each)
+    "e3f0224": (_argv(4, 2, 120, 40), [(80, 0), (160, 0), (240, 25)]),
+    # the whole run's 8 envs and batch 4 over both processes' devices (tests/_runs.py)
+    "29eb964": ([*SMALL_ARGV, "--steps", "240", "--data-devices", "2", "--no-precompile"],
+                [(80, UPDATES[80]), (160, UPDATES[160]), (240, UPDATES[240])]),
+}
+
+
 @pytest.mark.slow
-def test_two_processes_step_their_own_host_envs(tmp_path):
-    """Gymnasium's CartPole (host envs) over 2 processes: each steps the 4 envs on its
-    device; process 0 writes one record line per log point."""
+@pytest.mark.parametrize("version", sorted(HOST_RUNS))
+def test_two_processes_step_their_own_host_envs(tmp_path, version):
+    """Gymnasium's CartPole (host envs) over 2 processes x 1 device: each steps the 4
+    envs on its device; process 0 writes one record line per log point."""
+    argv, want = HOST_RUNS[version]
     out = tmp_path / "run"
-    _two_processes(tmp_path, "gym", [*_argv(4, 2, 120, 40), "--env", "gym_CartPole-v1",
-                                     "--seeds", "0", "--out", str(out)])
+    _two_processes(tmp_path, "gym", [*argv, "--env", "gym_CartPole-v1", "--seeds", "0",
+                                     "--out", str(out)])
     recs = _records(out)
-    assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [
-        (0, 80, 0), (0, 160, 0), (0, 240, 25)]
+    assert [(r["seed"], r["rows"], r["updates"]) for r in recs] == [(0, *w) for w in want]
     assert all(math.isfinite(x) for r in recs for x in r["eval_returns"])
     assert math.isfinite(recs[-1]["train"]["opt_loss"])
     eps = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert {e["worker"] for e in eps} - set(range(8)) == set()  # the envs of both processes
+    assert {e["worker"] // 4 for e in eps} == {0, 1}  # both processes' envs ended episodes
 
 
-def test_a_mesh_that_leaves_a_process_without_devices_is_refused(tmp_path):
-    """29eb964 counts a seed's devices over all processes: one data device of two
-    processes' four leaves process 1 none, refused in one line before compiling."""
-    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *SMALL_ARGV, "--steps",
-            "80", "--data-devices", "2", "--out", str(tmp_path / "run"), "--no-precompile",
-            "--distributed",
+REFUSALS = {  # version flags, devices per process -> the one line
+    "29eb964": ([], 2, "--devices 1 x --data-devices 2 uses the devices of 1 of the 2 "
+                "processes: every process of a --distributed run needs its part of the "
+                "mesh (ask for all 4 devices)"),
+    "e3f0224": (HEAD, 1, "--devices 1 x --data-devices 2 needs 2 devices on each process "
+                "but only 1 JAX device is visible to each"),
+}
+
+
+@pytest.mark.parametrize("version", sorted(REFUSALS))
+def test_devices_a_process_lacks_are_refused_in_one_line(tmp_path, version):
+    """29eb964 counts a seed's devices over all processes: two data devices of two
+    processes' four leave process 1 none. e3f0224 counts each process's own: two of the
+    one each has. Both refused in one line before compiling, by every process."""
+    flags, per_process, line = REFUSALS[version]
+    argv = [sys.executable, "-m", "dreamerjax.tools.cli", "train", *flags, *SMALL_ARGV,
+            "--steps", "80", "--data-devices", "2", "--out", str(tmp_path / "run"),
+            "--no-precompile", "--distributed",
             "--coordinator", f"127.0.0.1:{free_port()}", "--num-processes", "2"]
-    procs = [subprocess.Popen([*argv, "--process-id", str(i)], env=host_devices_env(2),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([*argv, "--process-id", str(i)],
+                              env=host_devices_env(per_process), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for i in (0, 1)]
     try:
         outs = [p.communicate(timeout=300) for p in procs]
@@ -134,7 +158,5 @@ def test_a_mesh_that_leaves_a_process_without_devices_is_refused(tmp_path):
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 2, err[-2000:]
         lines = [line for line in err.splitlines() if "error" in line]
-        assert lines == ["dreamerjax train: error: --devices 1 x --data-devices 2 uses the "
-                         "devices of 1 of the 2 processes: every process of a --distributed "
-                         "run needs its part of the mesh (ask for all 4 devices)"], err
+        assert lines == [f"dreamerjax train: error: {line}"], err
     assert not (tmp_path / "run" / "records.jsonl").exists()
