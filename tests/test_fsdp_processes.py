@@ -1,7 +1,8 @@
 """One seed's agent with its parameters in FSDP slices across two processes: `dreamerjax
 train --distributed` on localhost, 2 processes with 2 forced host devices each, HEAD's
-(--reference e3f0224) small CartPole run on --data-devices 4 as jax.train_mesh 1,4,1, so
-each device keeps a quarter of every parameter the rule splits (algo/fsdp.py), half of
+(--reference e3f0224) small CartPole run on each process's --data-devices 2 as
+jax.train_mesh 1,-1,1 (HEAD reads the mesh over the train devices of every process: 1,4,1),
+so each device keeps a quarter of every parameter the rule splits (algo/fsdp.py), half of
 them held by the other process, joined by real jax.distributed.
 
 Every program that gathers the slices across the processes (the chunk's updates and
@@ -24,16 +25,16 @@ from _xla import host_devices_env, train_in_processes
 @pytest.mark.slow
 def test_two_processes_train_one_seed_in_fsdp_slices(tmp_path):
     out = tmp_path / "run"
-    argv = [*small_argv(240), "--reference", "e3f0224", "--seeds", "0", "--data-devices", "4",
-            "--set", "jax.train_mesh=1,4,1", "--out", str(out), "--no-precompile"]
+    argv = [*small_argv(240), "--reference", "e3f0224", "--seeds", "0", "--data-devices", "2",
+            "--set", "jax.train_mesh=1,-1,1", "--out", str(out), "--no-precompile"]
     train_in_processes(argv, [tmp_path / f"p{i}.log" for i in (0, 1)], host_devices_env(2),
                        1500)
     config = json.loads((out / "config.json").read_text())
-    assert config["run"]["train_devices"] == [0, 1, 2, 3]
-    assert config["run"]["train_mesh"] == "1,4,1"
+    assert config["run"]["train_devices"] == [0, 1]  # each process's own, as given
+    assert config["run"]["train_mesh"] == "1,-1,1"
     with open(out / "records.jsonl") as f:
         recs = [json.loads(line) for line in f]
-    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 80), (0, 160), (0, 240)]
+    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 160), (0, 320), (0, 480)]  # both processes' rows
     assert recs[-1]["updates"] > 0
     assert all(math.isfinite(x) for r in recs for x in r["eval_returns"])
     assert math.isfinite(recs[-1]["train"]["opt_loss"])

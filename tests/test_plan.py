@@ -67,3 +67,30 @@ def test_bad_seeds_and_devices_are_refused_by_the_plan():
         plan_lib.make_plan(small_config(), (0, 0))
     with pytest.raises(ValueError, match="--devices 4 needs 4 devices but only"):
         plan_lib.make_plan(small_config(), (0, 1, 2, 3), devices=4)
+
+
+def test_a_head_config_over_processes_is_the_whole_run_of_each_processs_part():
+    """At e3f0224 a config over P processes is each process's (HEAD's): the plan's whole
+    run has P times its envs, batch, train devices and rows, so each data device keeps
+    the same envs, replay ring, part of the batch and updates per tick; 29eb964's config
+    stays the whole run's."""
+    from _runs import at_head
+
+    from dreamerjax.run import loop
+    from dreamerjax.run import setup as setup_lib
+
+    per = at_head(small_config(steps=320, num_envs=4, batch_size=2, eval_every=40,
+                               replay_capacity=0, replay_size=100))
+    whole = plan_lib.processes_config(per, 2)
+    run, mine = whole.run, per.run
+    assert (run.num_envs, run.batch_size, run.train_devices) == (8, 4, (0, 1))
+    assert (run.steps, run.eval_every, run.replay_size) == (640, 80, 200)
+    assert (whole.agent, whole.env) == (per.agent, per.env)
+    assert plan_lib.processes_config(per, 1) is per
+    old = small_config()
+    assert plan_lib.processes_config(old, 2) is old  # 29eb964: the whole run's already
+
+    a, b = setup_lib.make_setup(per), setup_lib.make_setup(whole)
+    assert (b.capacity, b.ticks_per_log) == (a.capacity, a.ticks_per_log) == (25, 10)
+    assert loop.updates_per_tick(b).tolist() == loop.updates_per_tick(a).tolist()
+    assert loop.shard_batch_size(b) == loop.shard_batch_size(a) == mine.batch_size

@@ -83,6 +83,29 @@ def test_the_replay_is_held_by_every_device_it_splits_over(monkeypatch):
     assert asked == [8, 2]
 
 
+def test_a_process_checks_its_own_share_against_its_own_devices(monkeypatch):
+    """Over several processes each holds the replay rows of its own devices' envs: its
+    share (local of the mesh's devices) is checked against the memory of those."""
+    setup = _setup()
+    config = dataclasses.replace(setup.config, run=dataclasses.replace(
+        setup.run, train_devices=(0, 1)))
+    whole = dataclasses.replace(setup, config=config)
+    need = memory.replay_bytes(whole, 1)
+    asked = []
+
+    def free(devices=1):
+        asked.append(devices)
+        return need // 2 + 1, "free"
+
+    monkeypatch.setattr(memory, "available", free)
+    assert memory.check_replay(whole, 1, 1, local=1) == need  # its half on its 1 of 2
+    with pytest.raises(MemoryError, match=r"this process's 1 of 2 devices"):
+        memory.check_replay(whole, 2, 1, local=1)  # 2 seeds: its half is twice as big
+    with pytest.raises(MemoryError):
+        memory.check_replay(whole, 1, 1)  # one process holds all of it
+    assert asked == [1, 1, 2]
+
+
 def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, capsys):
     rows = _too_big_capacity(_setup())
     monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)

@@ -286,6 +286,8 @@ class RunConfig:
     # agent data-parallel, numbered within the seed's group of devices (so 0 ... N-1):
     # each takes num_envs / N of the seed's envs and replay and batch_size / N of its
     # batch; gradients are averaged over them (docs/scaling.md). `--data-devices N`.
+    # Over several processes: at e3f0224 each process's own devices, as HEAD's
+    # (run/plan.py processes_config); at 29eb964 counted over all processes.
     train_devices: tuple[int, ...] = (0,)
     # jax.train_mesh (embodied/jax/agent.py:27 @e3f0224): HEAD's 'd,f,t' shape of the
     # train devices (data, FSDP, tensor; one -1 takes the rest). The batch splits over all

@@ -2,8 +2,10 @@
 
 Importing dreamerjax.run.loop (through gymnax) already starts the backend, so call `start`
 first: `from dreamerjax.run import distributed; distributed.start(...)`, then import the
-driver and call `driver.train(..., devices=N)` with N the devices of all processes. The
-CLI does this for `dreamerjax train --distributed`.
+driver and call `driver.train(...)` in every process. The CLI does this for `dreamerjax
+train --distributed`. What the config means over several processes is the run's plan's
+(run/plan.py processes_config): at e3f0224 each process's, as HEAD's; at 29eb964 the
+whole run's, its devices counted over all processes (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
           process_id: int | None = None) -> None:
     """Without arguments JAX detects the cluster (SLURM, Open MPI, Kubernetes, Cloud TPU);
     otherwise every process gets the same coordinator host:port and process count and its
-    own id. The seed mesh then spans the devices of all processes; process 0 writes the run
-    directory, which all processes must share (records, checkpoints)."""
+    own id. The run's mesh then holds devices of every process (run/plan.py run_mesh);
+    process 0 writes the run directory, which all processes must share (records,
+    checkpoints)."""
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id)
 

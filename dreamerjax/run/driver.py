@@ -245,7 +245,8 @@ def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoi
     host = to_host({"rets": rets, "lens": lens, "ends": ends, "bad": states.bad_update,
                     "updates": states.updates, "lo": rn.low, "hi": rn.high,
                     "window": states.window})
-    rows = (log_index + 1) * cfg.run.eval_every
+    whole = setup.run  # the whole run's rows, every process's envs (plan.processes_config)
+    rows = (log_index + 1) * whole.eval_every
     episodes = _episodes(host["ends"], run.seeds, log_index * setup.ticks_per_log)
     _check_finite(host["bad"], run.seeds, rows, run.out)
     recs = []
@@ -262,7 +263,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoi
         scores = [e["score"] for e in mine]
         rec["train_return"] = float(np.mean(scores)) if scores else None
         rec.update(records.episode_stats(mine, keys))  # the suite's log_* keys, if any
-    point = LogPoint(log_index, rows, run.seeds, cfg.run.num_envs, recs, episodes, cfg)
+    point = LogPoint(log_index, rows, run.seeds, whole.num_envs, recs, episodes, cfg)
     return point, host
 
 
@@ -605,7 +606,7 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
         states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
-    run_cfg = run.config.run
+    run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = _progress(loop.progress and run.primary, run_cfg.steps,
                     start_log * run_cfg.eval_every)
@@ -681,7 +682,7 @@ def _say_progress(run: Run, point: LogPoint, updates_per_s: float, bar, progress
     line = status_line(point, updates_per_s,
                        agent_lib.loss_scales(run.config.agent, run.trainer.setup.spaces))
     if bar is not None:
-        bar.update(run.config.run.eval_every)
+        bar.update(run.trainer.setup.run.eval_every)
         bar.write(line, file=sys.stderr)
     elif run.primary and progress:
         print(line, file=sys.stderr)

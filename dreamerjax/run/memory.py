@@ -73,16 +73,22 @@ def describe(setup, num_seeds: int) -> str:
             f"rows x {row_bytes(setup):,} bytes = {fmt(replay_bytes(setup, num_seeds))}")
 
 
-def check_replay(setup, num_seeds: int, devices: int = 1) -> int:
+def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = None) -> int:
     """Raise MemoryError when the replay alone exceeds the memory free for it; returns
     its size in bytes. devices: --devices (groups of seeds); each seed's replay is split
     over its data devices too (jax.train_devices), so the memory of devices x data
-    devices holds it."""
+    devices holds it. local: of those, the devices of this process (a run over several
+    processes, each holding the replay rows of its own devices' envs); None: all."""
     need = replay_bytes(setup, num_seeds)
-    have, where = available(devices * data_devices(setup.run))
-    if need > have:
+    total = devices * data_devices(setup.run)
+    local = total if local is None else local
+    share = need * local // total
+    have, where = available(local)
+    if share > have:
+        part = "" if local == total else (
+            f" (this process's {local} of {total} devices: {fmt(share)})")
         raise MemoryError(
-            f"{describe(setup, num_seeds)} does not fit: {fmt(have)} {where}. Lower "
+            f"{describe(setup, num_seeds)}{part} does not fit: {fmt(have)} {where}. Lower "
             "--steps (the replay keeps every row unless replay_capacity is set), "
             "--num-envs or the number of seeds, or set run.replay_capacity")
     return need

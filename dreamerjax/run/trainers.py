@@ -106,16 +106,83 @@ def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
 
 
 def to_host(tree):
-    """numpy copies of (possibly sharded) arrays; gathered from every process when the run
-    spans several (each process holds only its own seeds' shards)."""
+    """numpy copies of (possibly sharded) arrays; the arrays that span several processes
+    gathered from every process (each holds only its own devices' shards); host values
+    (numpy, the same on every process) as they are."""
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         from dreamerjax.run import distributed
-        jax.block_until_ready(tree)  # this process's own work first: it may lag by minutes
-        distributed.barrier("to_host")
-        tree = multihost_utils.process_allgather(tree, tiled=True)
+        leaves, treedef = jax.tree.flatten(tree)
+        spans = [i for i, x in enumerate(leaves)
+                 if isinstance(x, jax.Array) and not x.is_fully_addressable]
+        if spans:  # the same leaves on every process: all of them gather, or none
+            jax.block_until_ready(tree)  # its own work first: it may lag by minutes
+            distributed.barrier("to_host")
+            got = multihost_utils.process_allgather([leaves[i] for i in spans], tiled=True)
+            for i, x in zip(spans, got, strict=True):
+                leaves[i] = x
+        tree = jax.tree.unflatten(treedef, leaves)
     return jax.tree.map(np.asarray, tree)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvPart:
+    """The envs of a run that one process steps: the (seed, env) pairs whose rows live on
+    its devices under the run's [seeds, envs] sharding (all of them in a one-process
+    run), in the order of the seeds then the envs. Its host rows, actions and episode
+    ends are [k, ...] over these pairs; the devices see [seeds, envs, ...] arrays.
+
+    seed_index, env_index: [k] each pair's seed position and env index (the env's global
+    index within its seed: its reset seed, host_loop.env_seed(seed, env), does not
+    depend on the processes). sharding: of the [seeds, envs] leading axes, None when one
+    process holds every env (the trainer's plain numpy path)."""
+
+    shape: tuple[int, int]
+    seed_index: np.ndarray
+    env_index: np.ndarray
+    sharding: jax.sharding.NamedSharding | None
+
+    def to_devices(self, tree, lead: int = 0):
+        """Host [..., k, ...] leaves (k at axis `lead`) -> [..., seeds, envs, ...]: numpy
+        in one process, else arrays over the run's devices put together from every
+        process's own part."""
+        def one(x):
+            x = np.asarray(x)
+            full = (*x.shape[:lead], *self.shape, *x.shape[lead + 1:])
+            if self.sharding is None:
+                return x.reshape(full)
+            buf = np.zeros(full, x.dtype)
+            buf[(slice(None),) * lead + (self.seed_index, self.env_index)] = x
+            spec = P(*([None] * lead), *self.sharding.spec)
+            sh = jax.sharding.NamedSharding(self.sharding.mesh, spec)
+            return jax.make_array_from_callback(full, sh, lambda index: buf[index])
+
+        return jax.tree.map(one, tree)
+
+    def to_host(self, arr) -> np.ndarray:
+        """[seeds, envs, ...] from the devices -> this process's [k, ...], read from its
+        own shards only (an array over several processes has no whole value here)."""
+        if self.sharding is None:
+            x = np.asarray(arr)
+            return x.reshape(-1, *x.shape[2:])
+        buf = np.zeros(arr.shape, arr.dtype)
+        for shard in arr.addressable_shards:
+            buf[shard.index] = np.asarray(shard.data)
+        return buf[self.seed_index, self.env_index]
+
+
+def env_part(mesh, fsdp: int, seeds: int, envs: int) -> EnvPart:
+    """This process's EnvPart of a run's [seeds, envs] over `mesh` (None: one device)."""
+    if jax.process_count() == 1:
+        s, w = np.divmod(np.arange(seeds * envs), envs)
+        return EnvPart((seeds, envs), s, w, None)
+    sharding = jax.sharding.NamedSharding(mesh, P("seed", env_axes(fsdp)))
+    mine = np.zeros((seeds, envs), bool)
+    for index in sharding.addressable_devices_indices_map((seeds, envs)).values():
+        mine[index] = True
+    s, w = np.nonzero(mine)
+    return EnvPart((seeds, envs), s, w, sharding)
 
 
 @dataclasses.dataclass
@@ -375,7 +442,11 @@ class HostTrainer(_Shared):
                                                setup.run.eval_episodes)))
         self._train_envs: host_lib.HostCollector | None = None
         self._eval_envs: host_lib.HostCollector | None = None
-        self._rows: dict | None = None
+        self._rows: dict | None = None  # this process's envs' rows [k, ...]
+        # Over several processes: each steps only the envs on its devices (EnvPart), and
+        # act and train are compiled ahead of time (_line_up).
+        self.part = env_part(self.mesh, fsdp, len(self.seeds), setup.run.num_envs)
+        self._steps = None  # (act, train) compiled, over several processes
 
     # -- envs
 
@@ -391,11 +462,25 @@ class HostTrainer(_Shared):
         return col
 
     def _start_envs(self) -> None:
-        """Training envs: seed s, env w gets its own instance, first reset seeded (s, w)."""
-        n = self.setup.run.num_envs
-        self._train_envs = self._collector(len(self.seeds) * n)
-        env_seeds = [host_loop.env_seed(s, w) for s in self.seeds for w in range(n)]
-        self._rows = _split_seeds(self._train_envs.reset(env_seeds), len(self.seeds))
+        """Training envs: seed s, env w gets its own instance, first reset seeded (s, w);
+        over several processes only this process's envs (EnvPart)."""
+        part = self.part
+        self._train_envs = self._collector(len(part.seed_index))
+        env_seeds = [host_loop.env_seed(self.seeds[s], w)
+                     for s, w in zip(part.seed_index, part.env_index, strict=True)]
+        self._rows = self._train_envs.reset(env_seeds)
+
+    def _line_up(self, states: SeedState, rows) -> tuple:
+        """(act, train) of a run over several processes: compiled ahead of time by every
+        process (the update's gradient mean is a collective that waits only 30 s for all
+        processes to arrive), then the processes meet at a barrier before each chunk."""
+        from dreamerjax.run import distributed
+
+        if self._steps is None:
+            self._steps = (self._act.lower(states, rows).compile(),
+                           self._train.lower(states, np.int32(1)).compile())
+        distributed.barrier("host_chunk")
+        return self._steps
 
     def close(self) -> None:
         for col in (self._train_envs, self._eval_envs):
@@ -409,30 +494,33 @@ class HostTrainer(_Shared):
         if self._train_envs is None:
             self._start_envs()
         owed = self.owed(log_index)
-        S, n = len(self.seeds), self.setup.run.num_envs
+        part, act, train = self.part, self._act, self._train
+        if part.sharding is not None:
+            act, train = self._line_up(states, part.to_devices(self._rows))
         ends = []
         prof, clock = self.profile, time.perf_counter
         for due in owed:
             t0 = clock()
-            states, actions = self._act(states, self._rows)
-            actions = np.asarray(actions)  # waits for the policy, not for updates
+            states, actions = act(states, part.to_devices(self._rows))
+            actions = part.to_host(actions)  # waits for the policy, not for updates
             t1 = clock()
             if due:
-                states = self._train(states, np.int32(due))  # dispatched; runs meanwhile
+                states = train(states, np.int32(due))  # dispatched; runs meanwhile
             t2 = clock()
-            rows, end = self._train_envs.step(actions.reshape(S * n, *actions.shape[2:]))
-            self._rows = _split_seeds(rows, S)
+            self._rows, end = self._train_envs.step(actions)
             ends.append(end)
             if prof is not None:
                 for k, v in (("act", t1 - t0), ("dispatch", t2 - t1), ("env", clock() - t2),
                              ("ticks", 1)):
                     prof[k] = prof.get(k, 0) + v
-        stack = lambda xs: np.stack([x.reshape(S, n) for x in xs])  # noqa: E731
+        # [ticks, seeds, envs]: over several processes an array over the devices, which
+        # the log point gathers (to_host) as it gathers the compiled trainer's
+        stack = lambda xs: np.stack(xs)  # noqa: E731
         out = envs_lib.EpisodeEnd(
             ended=stack([e.ended for e in ends]), length=stack([e.length for e in ends]),
             score=stack([e.score for e in ends]), terminal=stack([e.terminal for e in ends]),
             stats={k: stack([e.stats[k] for e in ends]) for k in ends[0].stats})
-        return states, out
+        return states, part.to_devices(out, lead=1)
 
     def evaluate(self, params, log_index: int, mode: bool = False, stream: str = "eval"):
         """(returns, lengths) [seeds, episodes]: fresh episodes on each seed's own
@@ -440,6 +528,8 @@ class HostTrainer(_Shared):
         compiled evaluate draws them (the stream's, run/streams.py), the envs' resets
         seeded from the same integers."""
         E, S = self.setup.run.eval_episodes, len(self.seeds)
+        if jax.process_count() > 1:  # every process plays every seed's evaluation alike
+            params = jax.device_put(to_host(params), jax.local_devices()[0])
         if self._eval_envs is None:
             self._eval_envs = self._collector(S * E)
         keys = streams.keys(self.seeds, stream, log_index)
