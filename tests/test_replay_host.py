@@ -259,6 +259,7 @@ def test_compiled_run_with_a_host_replay_equals_the_device_replays(tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow  # two host-env runs, the host replay's programs compiled: ~3 min on 2 cores
 def test_host_env_run_with_a_host_replay_equals_the_device_replays(tmp_path):
     pytest.importorskip("gymnasium")
     runs = [driver.train(small_config("gym_CartPole-v1", steps=160, replay_memory=m), (0, 1),
