@@ -216,6 +216,9 @@ def test_a_host_replay_is_placed_in_pinned_host_memory(tmp_path):
     assert kinds(trainer.abstract_state().replay.data) == {HOST}
     st, _ = trainer.chunk(st, 0)
     assert kinds(st.replay.data) == {HOST}
+    report = trainer.report(st, 0)  # the first seed's windows read from the host rows
+    assert report and all(np.isfinite(np.asarray(x, np.float64)).all()
+                          for x in jax.tree.leaves(report))
     ckpt.save(tmp_path, 1, st, {"config": {}})
     back = ckpt.restore(tmp_path, 1, trainer.abstract_state())
     assert kinds(back.replay.data) == {HOST} and kinds(back.agent) == {"device"}
