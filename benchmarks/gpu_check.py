@@ -289,6 +289,7 @@ def assemble(work: str, scores: str | None, smoke: bool, budget: float) -> dict:
         "bench": {os.path.basename(p)[len("bench_"):-len(".json")]: _read_json(p)
                   for p in sorted(glob.glob(os.path.join(work, "bench", "bench_*.json")))},
         "data_parallel": _read_json(os.path.join(work, "data_parallel.json")),
+        "replay_memory": _read_json(os.path.join(work, "replay_memory.json")),
         "train_command": _read_text(os.path.join(work, "train_command.txt")),
         "train": train_section(os.path.join(work, "run")),
         "notes": {"playground_vs_dm_control": PLAYGROUND_NOTE,

@@ -7,9 +7,11 @@
 #   SMOKE=1 SCORES=FILE benchmarks/gpu_check.sh OUT   # on a CPU: tiny, 2 seeds, 160 rows
 #   SMOKE=1 BENCH_S=250 SCORES=FILE benchmarks/gpu_check.sh OUT   # ... and tiny benches
 #   SMOKE=1 DATA_S=300 TRAIN_S=0 benchmarks/gpu_check.sh OUT   # the data stage on 2 mock CPUs
+#   SMOKE=1 REPLAY_S=400 TRAIN_S=0 benchmarks/gpu_check.sh OUT # the replay stage on the CPU
 #
 # Knobs (environment): BUDGET (s, 540), BENCH_S (the first bench's limit, 100; 0: no
 # benches), DATA_S (the data stage's limit, 90; 0: skipped; with SMOKE=1 0 unless set),
+# REPLAY_S (the replay stage's limit, 90; 0: skipped; with SMOKE=1 0 unless set),
 # TRAIN_S (290), SEEDS ("0 1 2 3"), ROWS (64000), EVAL_EVERY (2000), PYTHON (python3), WORK
 # (a fresh temporary folder).
 #
@@ -33,6 +35,9 @@
 #            (--configs dmc_proprio: 12m, train ratio 512, 16 envs per seed, action repeat
 #            2) with the reference's bfloat16 compute, SEEDS vmapped, evaluated every
 #            EVAL_EVERY rows; killed at its limit, it keeps the log points it reached
+#   replay   benchmarks/replay_memory.py: the 1m CartPole chunk with run.replay_memory
+#            device and host side by side (3 timed chunks each, alternating), seconds per
+#            update and their ratio; with SMOKE=1 the tiny network, 1 timed chunk each
 #   bench2   benchmarks/gpu.sh for the 12m bfloat16 update (the train stage's), with the
 #            time that is left
 #
@@ -49,9 +54,9 @@
 # are the curve. More seeds cost FLOPs, not latency: SEEDS="0 1 ... 7" trades env steps
 # for seeds.
 #
-# OUT receives at most 8 files: gpu_check.json, gpu_check_log.txt
+# OUT receives at most 9 files: gpu_check.json, gpu_check_log.txt
 # (every stage's output), run_config.json, run_records.jsonl, run_episodes.jsonl,
-# data_parallel.json and the 2 bench JSONs. Everything else stays in WORK (a temporary
+# data_parallel.json, replay_memory.json and the 2 bench JSONs. Everything else stays in WORK (a temporary
 # folder).
 set -u
 cd "$(dirname "$0")/.."
@@ -62,6 +67,7 @@ SCORES=${SCORES:-}
 BUDGET=${BUDGET:-540}
 BENCH_S=${BENCH_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 100)}  # the bench stage's limit; 0: no benches
 DATA_S=${DATA_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 90)}  # the data stage's limit; 0: skipped
+REPLAY_S=${REPLAY_S:-$([ "$SMOKE" = 1 ] && echo 0 || echo 90)}  # the replay stage's limit; 0: skipped
 TRAIN_S=${TRAIN_S:-290}    # the train stage's limit, start-up and compile included
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}
 if [ "$SMOKE" = 1 ]; then
@@ -75,11 +81,13 @@ if [ "$SMOKE" = 1 ]; then
     bench_sizes=(tiny tiny); bench_dtypes=(float32 bfloat16)
     data_args=(--tiny --rounds 1 --stretch 1)
     data_env=(XLA_FLAGS="${XLA_FLAGS:-} --xla_force_host_platform_device_count=2")
+    replay_args=(--size tiny --repeats 1 --ticks 2)
 else
     SEEDS=${SEEDS:-0 1 2 3}; ROWS=${ROWS:-64000}; EVAL_EVERY=${EVAL_EVERY:-2000}
     train_args=(--eval-episodes 10 --set jax.compute_dtype=bfloat16)
     bench_sizes=(1m 12m); bench_dtypes=(float32 bfloat16)
     data_args=(--size 1m); data_env=()
+    replay_args=(--size 1m --repeats 3 --ticks 10)
 fi
 mkdir -p "$OUT" "$WORK/bench"
 LOG="$OUT/gpu_check_log.txt"
@@ -158,6 +166,14 @@ data_stage() {
     keep "$WORK/data_parallel.json" data_parallel.json
 }
 
+# replay_stage: benchmarks/replay_memory.py, run.replay_memory host against device.
+replay_stage() {
+    if (( REPLAY_S <= 0 )); then skip replay "REPLAY_S=0"; return; fi
+    stage replay "$REPLAY_S" env PYTHONUNBUFFERED=1 "$PY" benchmarks/replay_memory.py \
+        "${replay_args[@]}" --out "$WORK/replay_memory.json"
+    keep "$WORK/replay_memory.json" replay_memory.json
+}
+
 stage devices 120 "$PY" benchmarks/gpu_check.py devices --out "$WORK/devices.json"
 if [ "$SMOKE" != 1 ] && ! grep -q '"backend": "gpu"' "$WORK/devices.json" 2>/dev/null; then
     echo "gpu_check: no GPU backend (see $OUT/gpu_check.json); stopping" >&2
@@ -183,5 +199,6 @@ else
     skip train "mujoco_playground does not import (devices.json: playground_import_error)"
 fi
 
+replay_stage
 bench_stage bench2 $(( $(left) - RESERVE )) 1
 echo "gpu_check: done in $(( $(date +%s) - START )) s; $OUT/gpu_check.json" | tee -a "$LOG"

@@ -84,7 +84,8 @@ FAST_TESTS = {  # the one tiny end-to-end run
 # while the other worker idles.
 SLOW_FIRST = (
     "test_reliability.py", "test_outputs.py", "test_driver.py", "test_devices.py",
-    "test_seed_loop.py", "test_host_envs_train.py", "test_host_time.py", "test_policy.py",
+    "test_seed_loop.py", "test_replay_host.py", "test_host_envs_train.py",
+    "test_host_time.py", "test_policy.py",
     "test_parity_agent.py", "test_continuous.py", "test_bfloat16.py", "test_gpu_script.py",
     "test_head_agent.py", "test_agent.py", "test_parity_mutations.py", "test_parity_head.py",
 )

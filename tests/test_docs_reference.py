@@ -162,7 +162,7 @@ def test_resumable_flags_are_the_codes_and_the_docs():
     section = text[text.index("## Resume"):].split("\n## ", 1)[0]
     for flag in flags:
         assert f"`{flag}`" in section, f"docs/getting-started.md, Resume: {flag} missing"
-    listed = set(re.findall(r"`(--[a-z.-]+)`", section.split("may change are", 1)[1]
+    listed = set(re.findall(r"`(--[a-z._-]+)`", section.split("may change are", 1)[1]
                             .split("(", 1)[0]))
     assert listed == set(flags), listed
 

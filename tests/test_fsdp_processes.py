@@ -34,7 +34,8 @@ def test_two_processes_train_one_seed_in_fsdp_slices(tmp_path):
     assert config["run"]["train_mesh"] == "1,-1,1"
     with open(out / "records.jsonl") as f:
         recs = [json.loads(line) for line in f]
-    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 160), (0, 320), (0, 480)]  # both processes' rows
+    # the rows of both processes' envs
+    assert [(r["seed"], r["rows"]) for r in recs] == [(0, 160), (0, 320), (0, 480)]
     assert recs[-1]["updates"] > 0
     assert all(math.isfinite(x) for r in recs for x in r["eval_returns"])
     assert math.isfinite(recs[-1]["train"]["opt_loss"])

@@ -2,7 +2,8 @@
 scores format read, interpolated and compared on a synthetic file in the reference's format
 (never the reference's own), and the whole script in its SMOKE mode on this CPU: a tiny
 two-seed Playground run, its curve compared with the synthetic curve, the one JSON; and
-(slow) its data stage, benchmarks/data_parallel.py on 2 mock CPU devices."""
+(slow) its data stage, benchmarks/data_parallel.py on 2 mock CPU devices, and its replay
+stage, benchmarks/replay_memory.py (run.replay_memory host against device) on the CPU."""
 
 import gzip
 import importlib.util
@@ -134,7 +135,7 @@ def test_smoke_mode_trains_compares_and_writes_the_json(tmp_path):
     assert result["devices"]["playground_import_error"] is None
     assert [(s["stage"], s["status"]) for s in result["stages"]] == [
         ("devices", "ok"), ("bench", "skipped"), ("data", "skipped"), ("train", "ok"),
-        ("bench2", "skipped")]
+        ("replay", "skipped"), ("bench2", "skipped")]
     assert result["data_parallel"] is None
     train = result["train"]
     assert train["config"]["run"]["env"] == "playground_CartpoleBalance"
@@ -190,7 +191,7 @@ def test_smoke_data_stage_trains_one_seed_on_one_and_two_mock_devices(tmp_path):
     result = json.loads((out / "gpu_check.json").read_text())
     assert [(s["stage"], s["status"]) for s in result["stages"]] == [
         ("devices", "ok"), ("bench", "skipped"), ("data", "ok"), ("train", "skipped"),
-        ("bench2", "skipped")]
+        ("replay", "skipped"), ("bench2", "skipped")]
     data = json.loads((out / "data_parallel.json").read_text())
     assert result["data_parallel"] == data
     assert data["device_kinds"] == ["cpu", "cpu"] and "mock CPU devices" in data["note"]
@@ -205,3 +206,22 @@ def test_smoke_data_stage_trains_one_seed_on_one_and_two_mock_devices(tmp_path):
         assert r["updates_per_s"] > 0 and r["rows_per_s"] > 0 and r["compile_seconds"] > 0
         assert r["compile_seconds_later_chunks"] == 0 and r["peak_rss_mib"] > 0
     assert set(data["speedup"]) == {"1", "2"} and data["speedup"]["1"] == 1
+
+
+@pytest.mark.slow  # the tiny chunk compiled twice (device and host replay): ~5 min on 2 cores
+def test_smoke_replay_stage_times_host_against_device_replay(tmp_path):
+    """The replay stage alone on this CPU: benchmarks/replay_memory.py's JSON in OUT and in
+    the one JSON, both arms timed, the host arm's rows in pinned host memory."""
+    out = tmp_path / "out"
+    proc = _run(out, tmp_path, SMOKE="1", REPLAY_S="500", TRAIN_S="0")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert [(s["stage"], s["status"]) for s in result["stages"]] == [
+        ("devices", "ok"), ("bench", "skipped"), ("data", "skipped"), ("train", "skipped"),
+        ("replay", "ok"), ("bench2", "skipped")]
+    replay = json.loads((out / "replay_memory.json").read_text())
+    assert result["replay_memory"] == replay and replay["backend"] == "cpu"
+    assert replay["arms"]["host"]["memory_kinds_of_rows"] == ["pinned_host"]
+    assert replay["arms"]["device"]["memory_kinds_of_rows"] == ["device"]
+    assert replay["host_over_device"] > 0 and not os.path.isabs(replay["command"].split()[0])
+    assert "--out" not in replay["command"]

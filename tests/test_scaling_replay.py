@@ -4,10 +4,12 @@ never holds more rows than were collected), at the preset's model size and at 20
 row derived here from the run's own setup (run.memory's row schema), so the table cannot
 drift from the code.
 
-A row fits a card when the replay alone is under the memory JAX's GPU allocator takes by
-default (75 % of the card, XLA_PYTHON_CLIENT_MEM_FRACTION), the figure run.memory's check
-reads as the device's limit; the model, its optimiser and the update's temporaries need
-room beside it, so "yes" is necessary, not sufficient.
+A row fits a card when what the card must hold of the replay is under the memory JAX's GPU
+allocator takes by default (75 % of the card, XLA_PYTHON_CLIENT_MEM_FRACTION), the figure
+run.memory's check reads as the device's limit: the whole replay with run.replay_memory
+device, one sampled batch with host (the replay then needs as much host memory). The
+model, its optimiser and the update's temporaries need room beside it, so "yes" is
+necessary, not sufficient.
 """
 
 from pathlib import Path
@@ -33,14 +35,18 @@ SIZES = (None, "200m")
 
 def table_row(reference: str, preset: str, size: str | None) -> str:
     """The docs table's line of a preset at a reference version and model size (None: the
-    preset's own)."""
+    preset's own): the replay's bytes, then whether it fits each card with the replay in
+    device memory (run.replay_memory device: the whole replay on the card) and with it in
+    host memory (host: the card holds one sampled batch; the host holds the replay)."""
     config, _ = config_resolve.resolve(configs=[preset], reference=reference, size=size)
     setup = setup_lib.make_setup(config)
-    need = memory.replay_bytes(setup, 1)
-    fits = ["yes" if need <= PREALLOCATED * gb * 2**30 else "no" for gb in CARDS_GB]
+    need, batch = memory.replay_bytes(setup, 1), memory.batch_bytes(setup)
+    fits = [["yes" if n <= PREALLOCATED * gb * 2**30 else "no" for gb in CARDS_GB]
+            for n in (need, batch)]
     return (f"| `{preset}` | {reference} | {config.size} | "
             f"{setup.run.num_envs} x {setup.capacity:,} | "
-            f"{memory.row_bytes(setup):,} | {memory.fmt(need)} | {' | '.join(fits)} |")
+            f"{memory.row_bytes(setup):,} | {memory.fmt(need)} | {memory.fmt(batch)} | "
+            f"{' | '.join(fits[0])} | {' | '.join(fits[1])} |")
 
 
 @pytest.mark.parametrize("size", SIZES)

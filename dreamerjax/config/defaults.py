@@ -282,6 +282,13 @@ class RunConfig:
     # envs' programs map their seeds). "auto": "threads" on a CPU backend, "vmap" otherwise.
     # One device only for "map" and "threads".
     seed_loop: str = "auto"
+    # run.replay_memory (ours; the reference keeps its replay in host memory, Python
+    # objects): where the compiled loop keeps each seed's replay ring. "device": in the
+    # accelerator's memory with the rest of the state; "host": in host memory (JAX's
+    # pinned_host memory kind), only the sampled batch and the written rows crossing to and
+    # from the device inside the program (data/replay.py, docs/scaling.md). The same
+    # numbers either way.
+    replay_memory: str = "device"
     # jax.train_devices (configs.yaml:31 @29eb964): the devices that train one seed's
     # agent data-parallel, numbered within the seed's group of devices (so 0 ... N-1):
     # each takes num_envs / N of the seed's envs and replay and batch_size / N of its
@@ -359,6 +366,9 @@ NORM_IMPLS = {REF_29EB964: ("off", "mean_std", "min_max", "perc", "perc_corr"),
 
 # run.seed_loop values (config.RunConfig.seed_loop).
 SEED_LOOPS = ("auto", "vmap", "map", "threads")
+
+# run.replay_memory values (config.RunConfig.replay_memory).
+REPLAY_MEMORIES = ("device", "host")
 
 
 @dataclass(frozen=True)

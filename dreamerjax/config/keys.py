@@ -151,6 +151,7 @@ OUR_KEYS: dict[str, str] = {
     "run.report_every_logs": "run.report_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
+    "run.replay_memory": "run.replay_memory",
     # Read by the reference's train loop (embodied/run/train.py:89 @e3f0224), which has
     # no such key in its configs.yaml.
     "run.from_checkpoint_regex": "run.from_checkpoint_regex",
@@ -313,7 +314,7 @@ def _without_retired(flat: Mapping[str, Any]) -> dict[str, Any]:
 # logger.outputs: an output added starts at the resumed log point, one left out stops
 # (run/outputs.py).
 RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
-                              "run.report_every", "logger.outputs"})
+                              "run.report_every", "run.replay_memory", "logger.outputs"})
 
 
 def steps_may_grow(saved: int, new: int) -> str | None:

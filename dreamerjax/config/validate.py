@@ -19,6 +19,7 @@ from dreamerjax.config.defaults import (
     LOGGER_OUTPUTS,
     REFERENCES,
     REFUSED_COMPUTE_DTYPES,
+    REPLAY_MEMORIES,
     SEED_LOOPS,
     TWOHOT_MEANS,
     Config,
@@ -253,6 +254,9 @@ def _check_choices(flat: dict[str, Any]) -> None:
     if flat["run.seed_loop"] not in SEED_LOOPS:
         raise ConfigError(f"run.seed_loop: {flat['run.seed_loop']!r}; choose one of "
                           f"{', '.join(SEED_LOOPS)}")
+    if flat["run.replay_memory"] not in REPLAY_MEMORIES:
+        raise ConfigError(f"run.replay_memory: {flat['run.replay_memory']!r}; choose one of "
+                          f"{', '.join(REPLAY_MEMORIES)}")
     if flat["reference"] not in REFERENCES:
         raise ConfigError(f"reference: {flat['reference']!r}; choose one of "
                           f"{', '.join(REFERENCES)}")

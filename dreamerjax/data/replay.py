@@ -54,6 +54,18 @@ Reference behaviour (embodied/replay/replay.py @29eb964) and how it maps here:
     an item drawn by this selector to 0 (selectors.py:146-151), so such draws are
     sequential within a batch.
 
+* Host memory (`memory="host"`, run.replay_memory): the ring's rows (`data`) live in host
+  memory (JAX's pinned_host memory kind) and the program moves only what it uses: a tick's
+  rows go to the host and are written with one dynamic_update_slice; a sampled window is
+  two dynamic_slices of `length` rows (at its start, or the ring's last `length` rows when
+  it wraps, and the ring's first `length` rows) moved to the device and joined there; the
+  latent write-back reads, merges on the device and writes back the same two blocks, one
+  window after another (so the later batch element wins, as above). Nothing is computed
+  on host-resident arrays (XLA's host offloading moves slices, it does not compute on
+  them); the counters and priorities stay on the device. Vmapped over seeds, these moves
+  run as a loop over the seeds (custom_vmap), so the seed index is an explicit slice index
+  rather than a gather. The numbers are those of the device ring, bit for bit.
+
 Difference kept: the reference caps the number of items globally (capacity in items,
 FIFO removal); here capacity is rows per env. With lockstep envs both drop the oldest data
 first. Not sampleable before `replay_can_sample` (the reference's `len(replay) >=
@@ -63,12 +75,17 @@ batch_size` gate, embodied/run/train.py:82).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
+
+# Where a replay's rows live (ReplayState.memory, run.replay_memory).
+MEMORIES = ("device", "host")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +144,8 @@ class ReplayState:
     online_head: [] int32 online-queue entries consumed (popped or skipped).
     prio: [E, capacity] float32 priority of every stored row, or None (uniform replay,
     `selector` None: the default state and program carry nothing of the selectors).
+    memory: where `data` lives, "device" or "host" (pinned host memory; the module
+    docstring): the functions below move rows to and from it accordingly.
     """
 
     data: dict[str, jax.Array]
@@ -136,6 +155,7 @@ class ReplayState:
     length: int = struct.field(pytree_node=False)
     prio: jax.Array | None = None
     selector: Selector | None = struct.field(pytree_node=False, default=None)
+    memory: str = struct.field(pytree_node=False, default="device")
 
     @property
     def num_envs(self) -> int:
@@ -150,13 +170,17 @@ class ReplayIndex(NamedTuple):
 
 
 def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 65,
-                selector: Selector | None = None) -> ReplayState:
+                selector: Selector | None = None, memory: str = "device") -> ReplayState:
     """Empty rings of `capacity` rows per env shaped like `example_row` (one env's row).
 
     `length` is the window length (batch_length + replay_context = 65 in the protocol);
     it is static because the online queue depends on it. A selector that is uniform only
-    is dropped: the state is exactly the uniform replay's.
+    is dropped: the state is exactly the uniform replay's. memory: "device" or "host",
+    where the state's `data` is to be placed (the caller places it; the functions below
+    only read it).
     """
+    if memory not in MEMORIES:
+        raise ValueError(f"run.replay_memory: {memory!r}; choose one of {', '.join(MEMORIES)}")
     if selector is not None and selector.uniform_only:
         selector = None
     if length < 1:
@@ -179,16 +203,29 @@ def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 6
         length=int(length),
         prio=prio,
         selector=selector,
+        memory=memory,
     )
 
 
 def replay_add(state: ReplayState, rows: dict) -> ReplayState:
     """Write one row per env (`rows[k]` [E, ...]) at slot count % capacity."""
+    if state.memory == "host":  # every env's count is the same: one slot for all
+        rows = jax.tree.map(lambda v, r: jnp.asarray(r, v.dtype), state.data, rows)
+        rows = jax.tree.map(lambda r: r[None], rows)  # one item: this tick's rows
+        slot = (state.count[0] % state.capacity)[None]
+        data = _host_op(_write_rows, writes=True)(state.data, rows, slot)
+        return _added(state, data)
     envs = jnp.arange(state.num_envs)
     slots = state.count % state.capacity
     data = jax.tree.map(lambda v, r: v.at[envs, slots].set(jnp.asarray(r, v.dtype)),
                         state.data, rows)
+    return _added(state, data)
+
+
+def _added(state: ReplayState, data: dict) -> ReplayState:
+    """The state after replay_add wrote `data`: the counts and priorities of the new row."""
     if state.prio is not None:  # a new row starts at the selector's initial priority
+        envs, slots = jnp.arange(state.num_envs), state.count % state.capacity
         prio = state.prio.at[envs, slots].set(jnp.float32(state.selector.initial))
         return state.replace(data=data, count=state.count + 1, prio=prio)
     return state.replace(data=data, count=state.count + 1)
@@ -198,7 +235,8 @@ def replay_grow(state: ReplayState, capacity: int) -> ReplayState:
     """The same rows in rings of a larger `capacity` (a resumed run whose --steps grew).
 
     Only a ring that never wrapped can grow: its row r sits at slot r, which is also its
-    slot in the larger ring. A leading seed axis is allowed."""
+    slot in the larger ring. A leading seed axis is allowed; numpy leaves (a host replay
+    fetched from its memory) grow as numpy arrays, on the host."""
     if capacity < state.capacity:
         raise ValueError(f"replay capacity cannot shrink ({state.capacity} -> {capacity})")
     if capacity == state.capacity:
@@ -211,12 +249,13 @@ def replay_grow(state: ReplayState, capacity: int) -> ReplayState:
     def grow(v):
         widths = [(0, 0)] * v.ndim
         widths[axis] = (0, pad)
-        return jnp.pad(v, widths)
+        return np.pad(v, widths) if isinstance(v, np.ndarray) else jnp.pad(v, widths)
 
     prio = None if state.prio is None else grow(state.prio)
     return ReplayState(data=jax.tree.map(grow, state.data), count=state.count,
                        online_head=state.online_head, capacity=int(capacity),
-                       length=state.length, prio=prio, selector=state.selector)
+                       length=state.length, prio=prio, selector=state.selector,
+                       memory=state.memory)
 
 
 def _rows_written(state: ReplayState) -> jax.Array:
@@ -268,11 +307,14 @@ def replay_online_pending(state: ReplayState) -> jax.Array:
 
 
 def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
-                  length: int | None = None) -> tuple[ReplayState, dict, ReplayIndex]:
+                  length: int | None = None, seed: int | None = None
+                  ) -> tuple[ReplayState, dict, ReplayIndex]:
     """Draw `batch_size` windows: online queue first, then uniform with replacement.
 
     Returns the state with the consumed queue entries popped, the batch (key -> [B, length,
-    ...]) and where each window starts. Call only when `replay_can_sample`.
+    ...]) and where each window starts. Call only when `replay_can_sample`. seed: a host
+    replay's `data` still has its leading seed axis (the rest of the state is this seed's):
+    the windows are read from that seed's rows, without moving the others.
     """
     _check_length(state, length)
     E, L, B = state.num_envs, state.length, batch_size
@@ -294,8 +336,16 @@ def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
         state, u_env, u_start = _select(state, key, online)
     env = jnp.where(online, q_env, u_env).astype(jnp.int32)
     start = jnp.where(online, q_start, u_start).astype(jnp.int32)
-    slots = (start[:, None] + jnp.arange(L)) % state.capacity  # [B, L]
-    batch = jax.tree.map(lambda v: v[env[:, None], slots], state.data)
+    if state.memory == "host":
+        read = functools.partial(_read_windows, length=L)
+        if seed is None:
+            batch = _host_op(read)(state.data, env, start % state.capacity)
+        else:
+            batch = read(state.data, jnp.full((B,), seed, jnp.int32), env,
+                         start % state.capacity)
+    else:
+        slots = (start[:, None] + jnp.arange(L)) % state.capacity  # [B, L]
+        batch = jax.tree.map(lambda v: v[env[:, None], slots], state.data)
     batch = _annotate(batch)
     state = state.replace(online_head=(head + taken).astype(jnp.int32))
     return state, batch, ReplayIndex(env, start)
@@ -490,6 +540,14 @@ def replay_write_latents(state: ReplayState, index: ReplayIndex, deter: jax.Arra
         raise ValueError(f"latents of {T} rows do not fit windows of {state.length}")
     rows = index.start[:, None] + K + jnp.arange(T)  # [B, T]
     held = rows >= (state.count[index.env] - state.capacity)[:, None]
+    if state.memory == "host":  # window after window: the later element's rows win
+        new = {k: v.astype(state.data[k].dtype) for k, v in (("deter", deter),
+                                                            ("stoch", stoch))}
+        old = {k: state.data[k] for k in new}
+        write = functools.partial(_write_windows, length=state.length)
+        written = _host_op(write, writes=True)(old, index.env,
+                                               index.start % state.capacity, new, held)
+        return state.replace(data=dict(state.data, **written))
     # Superseded: a later batch element of the same env also covers this row.
     rel = rows[:, :, None] - index.start[None, None, :] - K  # [B, T, B']
     covers = (rel >= 0) & (rel < T)
@@ -504,3 +562,152 @@ def replay_write_latents(state: ReplayState, index: ReplayIndex, deter: jax.Arra
     for k, v in (("deter", deter), ("stoch", stoch)):
         data[k] = data[k].at[envs, slots].set(v.astype(data[k].dtype), mode="drop")
     return state.replace(data=data)
+
+
+# ----------------------------------------------------------------------------- host memory
+# The moves of a host replay's rows (module docstring). Each takes the `data` leaves
+# ([E, capacity, ...] per seed, or [S, E, capacity, ...] with `seed` the seed of each
+# item), and items with a leading axis [N]: windows to read or write, or rows to add.
+
+
+def _host_op(fn, writes: bool = False):
+    """fn(data, None, *items) for one seed's data, whose vmap over seeds is fn(data, seed,
+    *items) over the seeds' items in turn (seed [S N] the seed of each): a host array is
+    then sliced at an explicit seed index, never gathered (XLA moves slices of host
+    memory, not gathers). writes: fn returns the new `data` (else items [N, ...])."""
+    op = jax.custom_batching.custom_vmap(lambda data, *items: fn(data, None, *items))
+
+    @op.def_vmap
+    def _over_seeds(axis_size, in_batched, data, *items):
+        if not all(jax.tree.leaves(in_batched[0])):
+            raise NotImplementedError("host replay moves vmapped over seeds their rows lack")
+        items = [jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *x.shape)), it, ib)
+            for it, ib in zip(items, in_batched[1:], strict=True)]
+        n = jax.tree.leaves(items)[0].shape[1]
+        items = jax.tree.map(lambda x: x.reshape(axis_size * n, *x.shape[2:]), items)
+        seed = jnp.repeat(jnp.arange(axis_size, dtype=jnp.int32), n)
+        out = fn(data, seed, *items)
+        if not writes:
+            out = jax.tree.map(lambda x: x.reshape(axis_size, n, *x.shape[1:]), out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return op
+
+
+def _to_device(x: jax.Array) -> jax.Array:
+    return jax.device_put(x, jax.memory.Space.Device)
+
+
+def _to_host(x: jax.Array) -> jax.Array:
+    return jax.device_put(x, jax.memory.Space.Host)
+
+
+def _each(n: int, body, carry):
+    """body(i, carry) for i = 0 .. n - 1 in order (no loop for one item)."""
+    if n == 1:
+        return body(jnp.zeros((), jnp.int32), carry)
+    return jax.lax.fori_loop(0, n, body, carry)
+
+
+def _block_start(v: jax.Array, lead: tuple, env, row) -> tuple:
+    zero = jnp.zeros((), jnp.int32)
+    return (*lead, env, row) + (zero,) * (v.ndim - len(lead) - 2)
+
+
+def _block_sizes(v: jax.Array, lead: tuple, rows: int) -> tuple:
+    return (1,) * len(lead) + (1, rows) + v.shape[len(lead) + 2:]
+
+
+def _read_block(v: jax.Array, lead: tuple, env, row, rows: int) -> jax.Array:
+    """`rows` ring slots of one env from slot `row` (not wrapping), on the device:
+    [rows, ...]."""
+    block = jax.lax.dynamic_slice(v, _block_start(v, lead, env, row),
+                                  _block_sizes(v, lead, rows))
+    return _to_device(block).reshape(rows, *v.shape[len(lead) + 2:])
+
+
+def _write_block(v: jax.Array, lead: tuple, env, row, block: jax.Array) -> jax.Array:
+    """v with `block` [rows, ...] written at ring slots row .. row + rows - 1 of env."""
+    rows = block.shape[0]
+    block = block.reshape(_block_sizes(v, lead, rows))
+    return jax.lax.dynamic_update_slice(v, _to_host(block), _block_start(v, lead, env, row))
+
+
+def _window_blocks(slot, capacity: int, length: int):
+    """The two blocks of `length` slots that hold a window starting at ring slot `slot`:
+    its own (the ring's last `length` slots when it wraps) and the ring's first."""
+    return jnp.minimum(slot, capacity - length), jnp.zeros((), jnp.int32)
+
+
+def _read_windows(data: dict, seed, env, slot, *, length: int) -> dict:
+    """Windows of `length` rows starting at ring slot slot [N] of env [N]: [N, length, ...]
+    on the device."""
+    leaves, tree = jax.tree.flatten(data)
+    k = 0 if seed is None else 1
+    cap = leaves[0].shape[k + 1]
+    n = env.shape[0]
+    offsets = jnp.arange(length)
+
+    def body(i, outs):
+        lead = () if seed is None else (seed[i],)
+        first, zero = _window_blocks(slot[i], cap, length)
+        pos = slot[i] + offsets  # ring slots of the window's rows, before wrapping
+        wrapped = pos >= cap
+        here = jnp.clip(pos - first, 0, length - 1)
+        there = jnp.clip(pos - cap, 0, length - 1)
+        new = []
+        for v, out in zip(leaves, outs, strict=True):
+            a = _read_block(v, lead, env[i], first, length)
+            b = _read_block(v, lead, env[i], zero, length)
+            mask = wrapped.reshape(length, *(1,) * (a.ndim - 1))
+            new.append(jax.lax.dynamic_update_index_in_dim(
+                out, jnp.where(mask, b[there], a[here]), i, 0))
+        return new
+
+    outs = [jnp.zeros((n, length, *v.shape[k + 2:]), v.dtype) for v in leaves]
+    return jax.tree.unflatten(tree, _each(n, body, outs))
+
+
+def _write_rows(data: dict, seed, rows: dict, slot) -> dict:
+    """data with rows[k] [N, E, ...] written at ring slot slot [N] of every env."""
+    leaves, tree = jax.tree.flatten(data)
+    new_rows = jax.tree.leaves(rows)
+
+    def body(i, leaves):
+        lead = () if seed is None else (seed[i],)
+        out = []
+        for v, r in zip(leaves, new_rows, strict=True):
+            row = r[i]  # [E, ...]: one slot of every env
+            row = row.reshape(*(1,) * len(lead), row.shape[0], 1, *row.shape[1:])
+            out.append(jax.lax.dynamic_update_slice(
+                v, _to_host(row), _block_start(v, lead, jnp.zeros((), jnp.int32), slot[i])))
+        return out
+
+    return jax.tree.unflatten(tree, _each(slot.shape[0], body, leaves))
+
+
+def _write_windows(data: dict, seed, env, slot, new: dict, held, *, length: int) -> dict:
+    """data with new[k] [N, T, ...] written to the last T rows of each window (env [N],
+    ring slot slot [N]) where held [N, T], window after window: both blocks that can hold
+    a window's rows are read, merged on the device and written back in turn."""
+    keys = sorted(data)
+    cap = data[keys[0]].shape[(0 if seed is None else 1) + 1]
+    T = held.shape[1]
+    K = length - T
+
+    def body(i, leaves):
+        lead = () if seed is None else (seed[i],)
+        out = list(leaves)
+        for start in _window_blocks(slot[i], cap, length):
+            at = jnp.remainder(start + jnp.arange(length) - slot[i], cap)  # window row
+            t = jnp.clip(at - K, 0, T - 1)
+            write = (at >= K) & (at < length) & held[i][t]
+            for j, key in enumerate(keys):
+                block = _read_block(out[j], lead, env[i], start, length)
+                mask = write.reshape(length, *(1,) * (block.ndim - 1))
+                block = jnp.where(mask, new[key][i][t], block)
+                out[j] = _write_block(out[j], lead, env[i], start, block)
+        return out
+
+    return dict(zip(keys, _each(env.shape[0], body, [data[k] for k in keys]), strict=True))

@@ -348,7 +348,14 @@ def restore_run(run: Run, found: tuple[int, dict]) -> tuple[SeedState, dict]:
     states = ckpt.restore(run.out, index, target_trainer.abstract_state())
     if capacity != trainer.setup.capacity:
         from dreamerjax.data.replay import replay_grow
-        states = states.replace(replay=replay_grow(states.replay, trainer.setup.capacity))
+        replay = states.replay
+        if replay.memory == "host":  # grown on the host, then put back in host memory
+            replay = replay.replace(data=jax.device_get(replay.data))
+        replay = replay_grow(replay, trainer.setup.capacity)
+        if replay.memory == "host":
+            replay = replay.replace(data=jax.device_put(
+                replay.data, trainer.state_sharding().replay.data))
+        states = states.replace(replay=replay)
     for cb in run.callbacks:
         cb.load_state_dict(meta.get("callbacks", {}).get(cb.name, {}))
     return states, meta

@@ -137,7 +137,8 @@ def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
     example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
                                                   cfg.rssm.stoch))
     replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
-                                    setup.window_length, replay_lib.selector_from_run(run))
+                                    setup.window_length, replay_lib.selector_from_run(run),
+                                    run.replay_memory)
     carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
     return SeedState(agent=agent_state, replay=replay, env=env, row=row, carry=carry,
                      key=k_run, window=metric_window.init(names),

@@ -3,7 +3,9 @@
 The replay is the state's bulk: seeds x envs x capacity rows of schema.replay_row_spec
 (observation, reward, flags, action, posterior deter and stoch). driver.train refuses a
 run whose replay alone would not fit, with both figures, before anything is compiled or
-allocated; `dreamerjax info` prints the figure.
+allocated; `dreamerjax info` prints the figure. With run.replay_memory host the rows live in
+host memory (pinned), so host memory (MemAvailable) is what they are checked against, and
+the device holds only the batches sampled from them.
 """
 
 from __future__ import annotations
@@ -64,13 +66,25 @@ def available(devices: int = 1) -> tuple[int, str]:
     if devs[0].platform != "cpu" and all(s and "bytes_limit" in s for s in stats):
         free = min(s["bytes_limit"] - s.get("bytes_in_use", 0) for s in stats)
         return free * len(devs), f"free on {len(devs)} {devs[0].platform} device(s)"
-    return host_available(), "available host memory (/proc/meminfo MemAvailable)"
+    return host_available(), HOST_WHERE
+
+
+HOST_WHERE = "available host memory (/proc/meminfo MemAvailable)"
+
+
+def batch_bytes(setup) -> int:
+    """Bytes of one sampled batch's rows (batch_size x window length rows): what a step
+    of training moves from a host replay to the device."""
+    return setup.run.batch_size * setup.window_length * row_bytes(setup)
 
 
 def describe(setup, num_seeds: int) -> str:
-    """One line: the replay's figure and its factors."""
+    """One line: the replay's figure and its factors, and where it lives."""
+    where = ("in host memory (run.replay_memory=host)" if setup.run.replay_memory == "host"
+             else "in device memory (run.replay_memory=device)")
     return (f"replay: {num_seeds} seeds x {setup.run.num_envs} envs x {setup.capacity:,} "
-            f"rows x {row_bytes(setup):,} bytes = {fmt(replay_bytes(setup, num_seeds))}")
+            f"rows x {row_bytes(setup):,} bytes = {fmt(replay_bytes(setup, num_seeds))} "
+            f"{where}")
 
 
 def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = None) -> int:
@@ -78,17 +92,28 @@ def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = No
     its size in bytes. devices: --devices (groups of seeds); each seed's replay is split
     over its data devices too (jax.train_devices), so the memory of devices x data
     devices holds it. local: of those, the devices of this process (a run over several
-    processes, each holding the replay rows of its own devices' envs); None: all."""
+    processes, each holding the replay rows of its own devices' envs); None: all. A host
+    replay (run.replay_memory host) is checked against this process's host memory
+    instead; a device replay that does not fit where the host has room is told of
+    `--set run.replay_memory=host`."""
     need = replay_bytes(setup, num_seeds)
     total = devices * data_devices(setup.run)
     local = total if local is None else local
     share = need * local // total
-    have, where = available(local)
+    host = setup.run.replay_memory == "host"
+    if host:
+        have, where = host_available(), HOST_WHERE
+    else:
+        have, where = available(local)
     if share > have:
         part = "" if local == total else (
             f" (this process's {local} of {total} devices: {fmt(share)})")
+        hint = ""
+        if not host and where != HOST_WHERE and share <= host_available():
+            hint = (f"; or keep it in host memory, which has room "
+                    f"({fmt(host_available())}): --set run.replay_memory=host")
         raise MemoryError(
             f"{describe(setup, num_seeds)}{part} does not fit: {fmt(have)} {where}. Lower "
             "--steps (the replay keeps every row unless replay_capacity is set), "
-            "--num-envs or the number of seeds, or set run.replay_capacity")
+            f"--num-envs or the number of seeds, or set run.replay_capacity{hint}")
     return need

@@ -126,6 +126,11 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1, config: Config | None =
         how = "vmap" if data > 1 else setup.run.seed_loop
     else:
         how = "vmap" if devices > 1 or data > 1 else loop.seed_loop(setup)
+    if setup.run.replay_memory == "host" and jax.default_backend() != "cpu" and (
+            loop.seed_loop(loop.with_run(setup, seed_loop=how)) != "vmap"):
+        raise ValueError(f"run.replay_memory=host with run.seed_loop={setup.run.seed_loop}: "
+                         "on an accelerator the host replay's seeds are vmapped (vmap or "
+                         "auto)")
     resolved = loop.with_run(setup, seed_loop=how) if how != setup.run.seed_loop else setup
     return Plan(config, resolved, seeds, devices, data, fsdp, loop.seed_loop(resolved),
                 run_mesh(devices, data, len(seeds), fsdp, spread), need)

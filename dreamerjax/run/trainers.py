@@ -60,13 +60,20 @@ class Trainer(Protocol):
 
 
 def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
-    """report.openl on a batch sampled from the first seed's replay."""
+    """report.openl on a batch sampled from the first seed's replay (a host replay's rows
+    are read from the first seed's own, not sliced out whole)."""
     from dreamerjax.data import replay as replay_lib
     from dreamerjax.viz import report
 
-    first = jax.tree.map(lambda x: x[0], states)
-    _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
-                                           setup.window_length)
+    if states.replay.memory == "host":
+        first = jax.tree.map(lambda x: x[0], without_rows(states))
+        first = first.replace(replay=first.replay.replace(data=states.replay.data))
+        _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
+                                               setup.window_length, seed=0)
+    else:
+        first = jax.tree.map(lambda x: x[0], states)
+        _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
+                                               setup.window_length)
     return report.openl(first.agent.params, setup.config.agent, setup.spaces, batch)
 
 
@@ -103,6 +110,29 @@ def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
                                   prio=on_envs(states.replay.prio))
     return specs.replace(env=on_envs(states.env), row=on_envs(states.row),
                          carry=on_envs(states.carry), replay=replay)
+
+
+def with_host_replay(sharding, states: SeedState):
+    """The state's sharding (one Sharding for every leaf, or a tree of them) with the
+    replay's rows (states.replay.data) in pinned host memory (run.replay_memory host).
+    One device's: a NamedSharding over a 1-device mesh, whose memory kind, unlike a
+    SingleDeviceSharding's, the traced shapes of an abstract state carry too."""
+    if isinstance(sharding, jax.sharding.Sharding):
+        sharding = jax.tree.map(lambda _: sharding, states)
+
+    def host(sh):
+        if not isinstance(sh, jax.sharding.NamedSharding):
+            mesh = jax.sharding.Mesh(np.array(list(sh.device_set)), ("seed",))
+            sh = jax.sharding.NamedSharding(mesh, P())
+        return sh.with_memory_kind("pinned_host")
+
+    replay = sharding.replay
+    return sharding.replace(replay=replay.replace(data=jax.tree.map(host, replay.data)))
+
+
+def without_rows(tree: SeedState) -> SeedState:
+    """The state (or its sharding) less the replay's rows."""
+    return tree.replace(replay=tree.replay.replace(data=None))
 
 
 def to_host(tree):
@@ -210,8 +240,14 @@ class _Shared:
         if plan.data > 1:
             self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
                                      plan.fsdp)
-        self.sharding = self.state_sharding() if self.mesh is not None else None
-        self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
+        self.host_replay = setup.run.replay_memory == "host"
+        self.sharding = (self.state_sharding()
+                         if self.mesh is not None or self.host_replay else None)
+        if self.host_replay:  # the rows are made on the host (init), never on the device
+            self._init = jax.jit(lambda k: without_rows(self._init_fn(k)),
+                                 out_shardings=without_rows(self.sharding))
+        else:
+            self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
         self._build()
 
     _init_seed = staticmethod(loop.init_seed)
@@ -236,15 +272,36 @@ class _Shared:
         The state is placed there explicitly, fresh or restored from a checkpoint: a
         computation's inputs that are placed lower to a program annotated with their
         sharding, unplaced ones to another, so a fresh and a resumed run would compile two
-        programs (and a resume could not load its chunk from the compilation cache)."""
+        programs (and a resume could not load its chunk from the compilation cache).
+        With run.replay_memory host the replay's rows are in pinned host memory
+        (with_host_replay)."""
         if self.mesh is None:
-            return jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        if self.specs is None:
-            return jax.sharding.NamedSharding(self.mesh, P("seed"))
-        return jax.tree.map(lambda sp: jax.sharding.NamedSharding(self.mesh, sp), self.specs)
+            sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        elif self.specs is None:
+            sharding = jax.sharding.NamedSharding(self.mesh, P("seed"))
+        else:
+            sharding = jax.tree.map(lambda sp: jax.sharding.NamedSharding(self.mesh, sp),
+                                    self.specs)
+        if self.setup.run.replay_memory == "host":
+            return with_host_replay(sharding, jax.eval_shape(self._init_fn, self._keys()))
+        return sharding
 
     def init(self) -> SeedState:
+        if self.host_replay:
+            return self._init_on_host()
         return jax.device_put(self._init(self._keys()), self.state_sharding())
+
+    def _init_on_host(self) -> SeedState:
+        """A fresh state whose replay rows (zeros) are made in host memory shard by shard:
+        the rest computed as init computes it, the rows never on the device."""
+        shapes = jax.eval_shape(self._init_fn, self._keys())
+        sharding = self.state_sharding()
+        rows = jax.tree.map(
+            lambda s, sh: jax.make_array_from_callback(
+                s.shape, sh, lambda _, s=s, sh=sh: np.zeros(sh.shard_shape(s.shape), s.dtype)),
+            shapes.replay.data, sharding.replay.data)
+        states = jax.device_put(self._init(self._keys()), without_rows(sharding))
+        return states.replace(replay=states.replay.replace(data=rows))
 
     def abstract_state(self) -> SeedState:
         """The state's shapes, dtypes and shardings (state_sharding), without computing it:
@@ -298,11 +355,16 @@ class CompiledTrainer(_Shared):
         seeds = len(self.seeds)
         threads = self.plan.seed_loop == "threads" and seeds > 1
         self.threads = min(seeds, os.cpu_count() or 1) if threads else 0
+        # Under run.replay_memory host these keep the rows in host memory (XLA:CPU, the
+        # only backend that runs threads, computes on them there).
+        host = self.host_replay
         self._split = jax.jit(
-            lambda st: [jax.tree.map(lambda a, i=i: a[i:i + 1], st) for i in range(seeds)])
+            lambda st: [jax.tree.map(lambda a, i=i: a[i:i + 1], st) for i in range(seeds)],
+            **({"out_shardings": [self.sharding] * seeds} if host else {}))
         self._join = jax.jit(lambda outs: (
             jax.tree.map(lambda *a: jnp.concatenate(a), *[o[0] for o in outs]),
-            jax.tree.map(lambda *a: jnp.concatenate(a, 1), *[o[1] for o in outs])))
+            jax.tree.map(lambda *a: jnp.concatenate(a, 1), *[o[1] for o in outs])),
+            **({"out_shardings": (self.sharding, None)} if host else {}))
 
     def _chunk_program(self, setup: Setup):
         """jit(run_chunk) over a log interval, its state donated. Seeds over devices: the
@@ -313,6 +375,8 @@ class CompiledTrainer(_Shared):
         def chunk(st, due):
             return loop.run_chunk(setup, st, due)
 
+        if self.host_replay:
+            return self._host_replay_chunk(chunk)
         if self.mesh is None:
             return jax.jit(chunk, donate_argnums=0)
         if self.specs is None:
@@ -326,6 +390,19 @@ class CompiledTrainer(_Shared):
         mapped = jax.shard_map(chunk, mesh=self.mesh, in_specs=(self.specs, P()),
                                out_specs=(self.specs, ends), check_vma=False)
         return jax.jit(mapped, donate_argnums=0)
+
+    def _host_replay_chunk(self, chunk):
+        """The chunk of a run whose replay rows are in host memory: the state's shardings
+        given in and out (the rows stay on the host); seeds over devices run per device
+        (shard_map over 'seed'), so each moves rows of its own seeds only."""
+        if self.mesh is not None:
+            specs, ends = P("seed"), P(None, "seed")
+            if self.specs is not None:
+                specs, ends = self.specs, P(None, "seed", env_axes(self.plan.fsdp))
+            chunk = jax.shard_map(chunk, mesh=self.mesh, in_specs=(specs, P()),
+                                  out_specs=(specs, ends), check_vma=False)
+        return jax.jit(chunk, donate_argnums=0, in_shardings=(self.sharding, None),
+                       out_shardings=(self.sharding, None))
 
     def chunk_input(self, states: SeedState) -> SeedState:
         """The state one chunk program takes (abstract): every seed's, or under run.seed_loop
@@ -431,8 +508,12 @@ class HostTrainer(_Shared):
                                 out_specs=(self.specs, envs), check_vma=False)
             train = jax.shard_map(train, mesh=self.mesh, in_specs=(self.specs, P()),
                                   out_specs=self.specs, check_vma=False)
-        self._act = jax.jit(act, donate_argnums=0)
-        self._train = jax.jit(train, donate_argnums=0)
+        # run.replay_memory host: the state's shardings in and out keep the rows on the host
+        host = {"in_shardings": (self.sharding, None)} if self.host_replay else {}
+        self._act = jax.jit(act, donate_argnums=0, **host, **(
+            {"out_shardings": (self.sharding, None)} if self.host_replay else {}))
+        self._train = jax.jit(train, donate_argnums=0, **host, **(
+            {"out_shardings": self.sharding} if self.host_replay else {}))
         self._eval_act = jax.jit(
             lambda p, c, r, k, mode: loop.over_seeds(
                 setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),

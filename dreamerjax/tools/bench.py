@@ -103,6 +103,9 @@ def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
     config = make_config(ENV, size=size, tiny=tiny)
     if sets:
         config = config_resolve.with_sets(config, sets)
+    if config.run.replay_memory != "device":  # its states are made on the device
+        raise ValueError("run.replay_memory: `dreamerjax bench` times the update on a device "
+                         "replay; benchmarks/replay_memory.py times a host replay against it")
     return setup_lib.make_setup(config)
 
 

@@ -210,8 +210,10 @@ def info_command(args: InfoArgs) -> int:
     from dreamerjax.run import memory
     from dreamerjax.run.setup import make_setup
 
-    have, where = memory.available()
-    print(f"{memory.describe(make_setup(config), 1)} per seed ({memory.fmt(have)} {where})")
+    setup = make_setup(config)
+    have, where = (memory.host_available(), memory.HOST_WHERE) if (
+        config.run.replay_memory == "host") else memory.available()
+    print(f"{memory.describe(setup, 1)} per seed ({memory.fmt(have)} {where})")
     return 0
 
 
