@@ -324,17 +324,22 @@ class _Shared:
     def _aligned(self, name: str, program, *args, static: tuple = ()):
         """program(*args, *static) (a jitted program; static: its trailing static
         arguments). In a run over several processes it is compiled ahead of its first
-        call and started once every process has reached a barrier, as _chunk_in_step
-        starts a chunk: a new collective waits only 30 s for every process (distributed.py),
-        and one still compiling would fail the run."""
+        call (_ahead_of_time) and started once every process has reached a barrier: a new
+        collective waits only 30 s for every process (distributed.py), and one still
+        compiling would fail the run."""
         if jax.process_count() <= 1:
             return program(*args, *static)
         from dreamerjax.run import distributed
 
+        compiled = self._ahead_of_time(name, program, *args, static=static)
+        distributed.barrier(name)
+        return compiled(*args)
+
+    def _ahead_of_time(self, name: str, program, *args, static: tuple = ()):
+        """program compiled for these arguments, once per name."""
         if name not in self._ahead:
             self._ahead[name] = program.lower(*args, *static).compile()
-        distributed.barrier(name)
-        return self._ahead[name](*args)
+        return self._ahead[name]
 
     def close(self) -> None:
         pass
@@ -348,7 +353,6 @@ class CompiledTrainer(_Shared):
     def _build(self) -> None:
         setup = self.setup
         self._chunk = self._chunk_program(setup)
-        self._compiled = None  # the chunk compiled ahead of time (_chunk_in_step)
         self._eval = jax.jit(self._eval_fn, static_argnums=2)
         # run.seed_loop threads: the chunk is the 1-seed program, run once per seed on host
         # threads; the seeds' states are split before and joined after (two small programs).
@@ -457,15 +461,9 @@ class CompiledTrainer(_Shared):
 
     def _chunk_in_step(self, states: SeedState, due):
         """The chunk of a data-parallel run over several processes: its gradients are
-        averaged across them inside the program, and a collective waits only 30 s for
-        every process to arrive, so every process compiles first (ahead of time) and
-        the processes line up at a barrier before each chunk starts."""
-        from dreamerjax.run import distributed
-
-        if self._compiled is None:
-            self._compiled = self._chunk.lower(states, due).compile()
-        distributed.barrier("chunk")
-        return self._compiled(states, due)
+        averaged across them inside the program, so every process compiles it first and
+        the processes line up at a barrier before each chunk starts (_aligned)."""
+        return self._aligned("chunk", self._chunk, states, due)
 
 
 @dataclasses.dataclass
@@ -527,7 +525,6 @@ class HostTrainer(_Shared):
         # Over several processes: each steps only the envs on its devices (EnvPart), and
         # act and train are compiled ahead of time (_line_up).
         self.part = env_part(self.mesh, fsdp, len(self.seeds), setup.run.num_envs)
-        self._steps = None  # (act, train) compiled, over several processes
 
     # -- envs
 
@@ -557,11 +554,10 @@ class HostTrainer(_Shared):
         processes to arrive), then the processes meet at a barrier before each chunk."""
         from dreamerjax.run import distributed
 
-        if self._steps is None:
-            self._steps = (self._act.lower(states, rows).compile(),
-                           self._train.lower(states, np.int32(1)).compile())
+        steps = (self._ahead_of_time("act", self._act, states, rows),
+                 self._ahead_of_time("train", self._train, states, np.int32(1)))
         distributed.barrier("host_chunk")
-        return self._steps
+        return steps
 
     def close(self) -> None:
         for col in (self._train_envs, self._eval_envs):
