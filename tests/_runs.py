@@ -45,6 +45,16 @@ def small_config(env: str = "CartPole-v1", steps: int = STEPS, **overrides):
     return make_config(env, tiny=True, **{**SMALL_RUN, "steps": steps, **overrides})
 
 
+def trained_small_run(out: Path, seeds) -> Path:
+    """`out` after the shared small run of CartPole with `seeds` (updates from row 160 on,
+    checkpoints of its last two log points, rows 160 and 240)."""
+    from dreamerjax.run import driver
+
+    result = driver.train(small_config(), tuple(seeds), str(out), progress=False)
+    assert result.records[-1]["updates"] > 0
+    return out
+
+
 def small_argv(steps: int = STEPS) -> list[str]:
     """`dreamerjax train` arguments of small_config(steps=steps) (add --seeds, --out)."""
     return [*SMALL_ARGV, "--steps", str(steps)]

@@ -1,7 +1,8 @@
 """The notebook API's run half: a plain function as a callback, `evaluate` on a run
 directory and on a TrainResult, `load_config` of a run, `register_env` for a JAX env and
 a Gymnasium one (again under the same name), the command line evaluating a run of an env a
-module registers (`--import`), and `cli_settings` returning train's process options."""
+module registers (the module the run recorded, or `--import`), and `cli_settings`
+returning train's process options."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from _corridor import Corridor
 from _runs import small_config
 
 import dreamerjax
@@ -91,24 +93,6 @@ def test_evaluate_writes_a_video(run_with_function_callback, tmp_path):
     assert rows[0]["video"] == str(video) and video.stat().st_size > 0
 
 
-class Corridor:
-    """A JaxEnv: walk right to 10, reward 1 there."""
-
-    obs_space = {"vector": ((1,), "float32")}
-    num_actions = 2
-    episode_limit = 30
-
-    def reset(self, key):
-        import jax.numpy as jnp
-        return jnp.int32(0), {"vector": jnp.zeros(1, jnp.float32)}
-
-    def step(self, key, x, action):
-        import jax.numpy as jnp
-        x = jnp.maximum(0, x + jnp.where(action == 1, 1, -1)).astype(jnp.int32)
-        done = x == 10
-        return x, {"vector": x[None].astype(jnp.float32)}, done.astype(jnp.float32), done
-
-
 def test_register_env_jax_checks_and_replaces():
     from dreamerjax.envs import core
 
@@ -161,31 +145,23 @@ def test_register_env_gymnasium_id_and_factory_again():
 
 
 MODULE = '''
-import jax.numpy as jnp
 import dreamerjax
-
-
-class Corridor:
-    obs_space = {"vector": ((1,), "float32")}
-    num_actions = 2
-    episode_limit = 30
-
-    def reset(self, key):
-        return jnp.int32(0), {"vector": jnp.zeros(1, jnp.float32)}
-
-    def step(self, key, x, action):
-        x = jnp.maximum(0, x + jnp.where(action == 1, 1, -1)).astype(jnp.int32)
-        done = x == 10
-        return x, {"vector": x[None].astype(jnp.float32)}, done.astype(jnp.float32), done
-
+from _corridor import Corridor
 
 dreamerjax.register_env("importedcorridor_walk", Corridor())
 '''
 
 
-def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch, capsys):
+def _forget(module: str, suite: str) -> None:
+    """As a fresh process: no such suite and the module not imported."""
     from dreamerjax.envs import core
 
+    registry.SUITES.pop(suite, None)
+    core.make_env.cache_clear()
+    sys.modules.pop(module, None)
+
+
+def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch, capsys):
     (tmp_path / "api_corridor_envs.py").write_text(MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "run"
@@ -194,23 +170,48 @@ def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch,
 
         dreamerjax.train(small_config("importedcorridor_walk", steps=80), (0,), str(out),
                          progress=False, report=False)
-        # A fresh command-line process has no such suite until it imports the module.
-        registry.SUITES.pop("importedcorridor")
-        core.make_env.cache_clear()
-        sys.modules.pop("api_corridor_envs")
+        saved = json.loads((out / "config.json").read_text())
+        assert saved["env_modules"] == ["api_corridor_envs"]
+        # A fresh command-line process imports the module the run recorded.
+        _forget("api_corridor_envs", "importedcorridor")
+        assert cli.main(["eval", str(out), "--episodes", "2"]) == 0
+        row = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert row["seed"] == 0 and len(row["returns"]) == 2
+        assert "api_corridor_envs" in sys.modules
+        # Registered from a script (nothing recorded): only --import finds it.
+        saved.pop("env_modules")
+        (out / "config.json").write_text(json.dumps(saved))
+        _forget("api_corridor_envs", "importedcorridor")
         assert cli.main(["eval", str(out), "--episodes", "2"]) == 2
         err = capsys.readouterr().err
         assert "importedcorridor" in err and "--import MODULE" in err
         assert cli.main(["eval", str(out), "--episodes", "2",
                          "--import", "api_corridor_envs"]) == 0
-        row = json.loads(capsys.readouterr().out.splitlines()[0])
-        assert row["seed"] == 0 and len(row["returns"]) == 2
         assert cli.main(["eval", str(out), "--import", "no_such_module_here"]) == 2
         assert "--import no_such_module_here" in capsys.readouterr().err
+        # A recorded module that is gone is named, and the env error says what to do.
+        (out / "config.json").write_text(json.dumps(saved | {"env_modules": ["gone_envs"]}))
+        _forget("api_corridor_envs", "importedcorridor")
+        assert cli.main(["eval", str(out), "--episodes", "2"]) == 2
+        err = capsys.readouterr().err
+        assert "'gone_envs'" in err and "--import MODULE" in err
     finally:
-        registry.SUITES.pop("importedcorridor", None)
+        _forget("api_corridor_envs", "importedcorridor")
+
+
+def test_an_env_registered_by_a_script_records_no_module():
+    from dreamerjax.envs import core
+
+    namespace = {"__name__": "__main__", "dreamerjax": dreamerjax}
+    exec(MODULE.replace("importedcorridor_walk", "scriptcorridor_walk"), namespace)
+    try:
+        assert registry.REGISTERED_BY["scriptcorridor_walk"] == "__main__"
+        assert registry.registering_modules("scriptcorridor_walk") == ()
+        assert registry.registering_modules("CartPole-v1") == ()
+    finally:
+        registry.SUITES.pop("scriptcorridor", None)
+        registry.REGISTERED_BY.pop("scriptcorridor_walk", None)
         core.make_env.cache_clear()
-        sys.modules.pop("api_corridor_envs", None)
 
 
 def test_cli_settings_are_trains_keyword_arguments():

@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from _runs import small_config
+from _runs import small_config, trained_small_run
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import resolve
@@ -36,13 +36,7 @@ def _params(run_dir, seeds, config=None):
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    from dreamerjax.run import driver
-
-    out = tmp_path_factory.mktemp("source") / "tiny"
-    # the shared small run (tests/_runs.py): updates from row 160 on
-    records = driver.train(small_config(), SEEDS, str(out), progress=False).records
-    assert records[-1]["updates"] > 0
-    return out
+    return trained_small_run(tmp_path_factory.mktemp("source") / "tiny", SEEDS)
 
 
 def test_a_new_run_starts_from_the_source_agent(source, tmp_path):

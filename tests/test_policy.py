@@ -8,7 +8,7 @@ import zipfile
 import jax
 import numpy as np
 import pytest
-from _runs import small_config
+from _runs import small_config, trained_small_run
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.config import resolve as config_resolve
@@ -23,14 +23,8 @@ SEEDS = (0, 3)
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from dreamerjax.run import driver
-
-    out = tmp_path_factory.mktemp("run") / "tiny"
-    # The shared small run (tests/_runs.py; two seeds, the program of test_driver's whole
-    # run): updates from row 160 on, checkpoints of its last two log points (rows 160, 240).
-    records = driver.train(small_config(), SEEDS, str(out), progress=False).records
-    assert records[-1]["updates"] > 0
-    return out
+    # two seeds: the program of test_driver's whole run
+    return trained_small_run(tmp_path_factory.mktemp("run") / "tiny", SEEDS)
 
 
 def _play(policy, spec, spaces, key, episodes: int, mode: str):

@@ -30,6 +30,10 @@ from dreamerjax.config.keys import (
     _without_retired,
 )
 
+RUN_FILE_KEYS = ("seeds", "env_modules")
+"""The keys of a run's config.json beside the config's sections: its seeds and the modules
+that registered its env (run/records.py writes and reads them)."""
+
 # ---------------------------------------------------------------------------------------
 # Field types
 
@@ -224,8 +228,9 @@ def dump(config: Config, path: str | Path) -> None:
 def load_file(path: str | Path) -> dict[str, Any]:
     """A YAML or JSON config file -> dotted keys (nested sections are flattened).
 
-    A run's own config.json (our field form: `agent`, `run`, ... sections, plus `seeds`)
-    is read as the Config it holds; its seeds are not applied (give --seeds).
+    A run's own config.json (our field form: `agent`, `run`, ... sections, plus
+    RUN_FILE_KEYS) is read as the Config it holds; its seeds are not applied (give
+    --seeds).
     """
     path = Path(path)
     if not path.is_file():
@@ -251,7 +256,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(f"--config {path}: holds a {type(data).__name__}, not a mapping")
     if _is_field_form(data):
-        fields = {k: v for k, v in data.items() if k != "seeds"}
+        fields = {k: v for k, v in data.items() if k not in RUN_FILE_KEYS}
         try:
             return to_dotted(from_dict(fields))
         except TypeError as e:

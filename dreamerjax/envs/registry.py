@@ -87,6 +87,18 @@ def install_command(extra: str) -> str:
 SUITES: dict[str, Suite] = {}
 """Prefix -> suite, in listing order."""
 
+REGISTERED_BY: dict[str, str] = {}
+"""Env id -> the module that registered it with dreamerjax.register_env. A run records it
+(config.json's "env_modules"), so that a fresh process (`dreamerjax eval RUN`) imports
+it again and finds the env."""
+
+
+def registering_modules(env_id: str) -> tuple[str, ...]:
+    """The modules to import in a fresh process for `env_id` to exist: the one that
+    registered it, unless that was a script or notebook (`__main__`, not importable)."""
+    module = REGISTERED_BY.get(env_id, "")
+    return (module,) if module and module != "__main__" else ()
+
 
 def register(suite: Suite) -> Suite:
     """Add a suite (the suites below, or a user's own)."""

@@ -10,14 +10,17 @@ Two kinds, by what is given:
   tasks of one suite are registered one by one.
 
 Registering a name again replaces what it named (a notebook cell run twice); a built-in
-suite cannot be replaced. Registrations live in the process that made them: a fresh
-process (the command line's `dreamerjax eval`) sees them when it imports the module that
-makes them (`dreamerjax eval RUN --import my_envs`).
+suite cannot be replaced. Registrations live in the process that made them. A run records
+the module that called register_env, and a fresh process that reads the run (the command
+line's `dreamerjax eval`, `load_config`) imports it again; an env registered in a script
+or a notebook (`__main__`) needs the module named instead (`dreamerjax eval RUN --import
+my_envs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -151,16 +154,20 @@ def register_env(name: str, env: str | Callable[..., Any] | JaxEnv, **kwargs) ->
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"register_env: name must be a non-empty string, got {name!r}")
+    caller = sys._getframe(1).f_globals.get("__name__", "")  # whose import registers it
     if is_jax_env(env):
         if kwargs:
             raise TypeError(f"register_env({name!r}): a JAX env takes no options "
                             f"({', '.join(kwargs)})")
-        return _register_jax(name, env)
-    if isinstance(env, str) or callable(env):
-        return _register_gymnasium(name, env, **kwargs)
-    raise TypeError(f"register_env({name!r}): env must be a Gymnasium id, class or factory, "
-                    f"or a JAX env with obs_space, num_actions, episode_limit, reset and "
-                    f"step (dreamerjax.JaxEnv); got {type(env).__name__}")
+        env_id = _register_jax(name, env)
+    elif isinstance(env, str) or callable(env):
+        env_id = _register_gymnasium(name, env, **kwargs)
+    else:
+        raise TypeError(f"register_env({name!r}): env must be a Gymnasium id, class or "
+                        f"factory, or a JAX env with obs_space, num_actions, episode_limit, "
+                        f"reset and step (dreamerjax.JaxEnv); got {type(env).__name__}")
+    registry.REGISTERED_BY[env_id] = caller
+    return env_id
 
 
 def _register_jax(env_id: str, env: Any) -> str:

@@ -619,7 +619,7 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
                     start_log * run_cfg.eval_every)
     written, t0 = [], time.time() - wall0
     with writer_cls(run.out, resume=positions, tensorboard=loop.tensorboard) as writer:
-        writer.write_config(run.config.to_dict() | {"seeds": list(run.seeds)})
+        writer.write_config(records.config_file(run.config, run.seeds))
         if positions is not None:
             _rebuild_tensorboard(run.out, writer)
         for log_index in range(start_log, run.num_logs):

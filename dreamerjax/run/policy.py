@@ -163,13 +163,16 @@ def export(run_dir: str | os.PathLike, seed: int, out: str | os.PathLike) -> Pat
 
 def _from_run(run_dir: Path, seed: int) -> Policy:
     from dreamerjax.run import checkpoint as ckpt
+    from dreamerjax.run import records
     from dreamerjax.run import setup as setup_lib
 
-    cfg_path = run_dir / "config.json"
-    if not cfg_path.is_file():
+    if not (run_dir / records.CONFIG_FILE).is_file():
         raise PolicyError(f"{run_dir}: no config.json (not a dreamerjax run directory)")
-    config = config_resolve.from_mapping(config_dotted.load_file(cfg_path), str(cfg_path))
-    seeds = [int(s) for s in json.loads(cfg_path.read_text()).get("seeds", [])]
+    try:  # imports the modules that registered the run's env, as every reader of a run
+        config, seeds = records.read_run_config(run_dir)
+    except ValueError as e:
+        raise PolicyError(str(e)) from e
+    seeds = list(seeds)
     if seed not in seeds:
         raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
     try:

@@ -2,7 +2,8 @@
 
 A run directory holds
 
-    config.json      the resolved config (sorted keys, indented)
+    config.json      the resolved config (sorted keys, indented), its seeds and the
+                     modules that registered its env (config_file)
     records.jsonl    one line per seed per log point (protocol section 5.1)
     episodes.jsonl   one line per finished training episode
     tb/seed_{s}/     TensorBoard event files, one writer per seed
@@ -115,18 +116,49 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return out
 
 
+def config_file(config, seeds: Iterable[int]) -> dict:
+    """What config.json holds: the resolved config, the seeds and, for an env registered
+    with dreamerjax.register_env by an importable module, that module ("env_modules")."""
+    from dreamerjax.envs.registry import registering_modules
+
+    modules = registering_modules(config.run.env)
+    return (config.to_dict() | {"seeds": [int(s) for s in seeds]}
+            | ({"env_modules": list(modules)} if modules else {}))
+
+
 def read_run_config(run_dir: str | os.PathLike):
     """(Config, seeds) of a run directory, from its config.json; ValueError naming the file
-    when it is missing or unreadable."""
+    when it is missing or unreadable. The modules that registered the run's env are
+    imported first, so that its env exists in this process too."""
     from dreamerjax.config.defaults import from_dict
+    from dreamerjax.config.dotted import RUN_FILE_KEYS
 
     path = Path(run_dir) / CONFIG_FILE
     try:
         saved = json.loads(path.read_text())
-        seeds = tuple(int(s) for s in saved.pop("seeds", ()))
-        return from_dict(saved), seeds
+        seeds = tuple(int(s) for s in saved.get("seeds", ()))
+        modules = [str(m) for m in saved.get("env_modules", ())]
+        config = from_dict({k: v for k, v in saved.items() if k not in RUN_FILE_KEYS})
     except (OSError, ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{path}: cannot read the run's config ({e})") from e
+    _import_env_modules(modules, path)
+    return config, seeds
+
+
+def _import_env_modules(modules: Iterable[str], path: Path) -> None:
+    """Import each module (already imported ones are not run again). One that cannot be
+    imported is told of, not raised: the records can still be read, and building the env
+    then fails naming --import."""
+    import importlib
+    import sys
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - a user's module may raise anything
+            print(f"{path}: the run's env was registered by module {name!r}, which cannot "
+                  f"be imported here ({type(e).__name__}: {e}); put it on the path or "
+                  "pass --import MODULE", file=sys.stderr)
 
 
 def read_records(run_dir: str | os.PathLike) -> list[dict]:

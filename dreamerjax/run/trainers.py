@@ -506,12 +506,16 @@ class HostTrainer(_Shared):
                                 out_specs=(self.specs, envs), check_vma=False)
             train = jax.shard_map(train, mesh=self.mesh, in_specs=(self.specs, P()),
                                   out_specs=self.specs, check_vma=False)
-        # run.replay_memory host: the state's shardings in and out keep the rows on the host
-        host = {"in_shardings": (self.sharding, None)} if self.host_replay else {}
-        self._act = jax.jit(act, donate_argnums=0, **host, **(
-            {"out_shardings": (self.sharding, None)} if self.host_replay else {}))
-        self._train = jax.jit(train, donate_argnums=0, **host, **(
-            {"out_shardings": self.sharding} if self.host_replay else {}))
+        def compiled(fn, state_out):
+            """fn jitted, donating the state; with run.replay_memory host the state keeps
+            its shardings in and out, so the replay's rows stay in host memory."""
+            if not self.host_replay:
+                return jax.jit(fn, donate_argnums=0)
+            return jax.jit(fn, donate_argnums=0, in_shardings=(self.sharding, None),
+                           out_shardings=state_out(self.sharding))
+
+        self._act = compiled(act, lambda state: (state, None))  # (state, actions)
+        self._train = compiled(train, lambda state: state)
         self._eval_act = jax.jit(
             lambda p, c, r, k, mode: loop.over_seeds(
                 setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),

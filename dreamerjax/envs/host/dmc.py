@@ -109,17 +109,8 @@ class DMCEnv(HostEnv):
         return self._obs(self._env.reset())
 
     def step(self, action):
-        a = normalized_action(np.ravel(action), self._low, self._high)
-        if not np.isfinite(a).all():
-            raise ValueError(f"{self.spec.env_id}: non-finite action {a}")
-        a = a.reshape(self._act_shape)
-        reward = 0.0  # float64, summing float32 step rewards (see the module docstring)
-        for _ in range(self.repeat):
-            ts = self._env.step(a)
-            reward += float(np.float32(ts.reward or 0.0))
-            if ts.last():
-                break
-        reward = float(np.float32(reward))
+        ts, reward = repeat_step(self._env, action, (self._low, self._high, self._act_shape),
+                                 self.repeat, self.spec.env_id)
         terminal = bool(ts.last() and ts.discount == 0)
         return self._obs(ts), reward, terminal, bool(ts.last() and not terminal), {}
 
@@ -132,6 +123,25 @@ class DMCEnv(HostEnv):
             self._env.close()
         except Exception:  # noqa: BLE001, S110 - closing is best effort
             pass
+
+
+def repeat_step(env, action, bounds: tuple, repeat: int, env_id: str) -> tuple:
+    """A dm_control env stepped `repeat` times with one action, mapped from [-1, 1] onto
+    bounds (low [D], high [D], the action spec's shape): (the last TimeStep, the rewards'
+    sum as float32). The sum is float64 over float32 step rewards (see the module
+    docstring). ValueError naming env_id for a non-finite action."""
+    low, high, shape = bounds
+    a = normalized_action(np.ravel(action), low, high)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{env_id}: non-finite action {a}")
+    a = a.reshape(shape)
+    reward = 0.0
+    for _ in range(repeat):
+        ts = env.step(a)
+        reward += float(np.float32(ts.reward or 0.0))
+        if ts.last():
+            break
+    return ts, float(np.float32(reward))
 
 
 make = DMCEnv  # the registry's constructor: make(task, env_id=..., **settings)

@@ -40,7 +40,8 @@ import os
 
 import numpy as np
 
-from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space, normalized_action
+from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space
+from dreamerjax.envs.host.dmc import repeat_step
 
 WALKERS = ("ant",)
 DEFAULT_CAMERAS = {"ant": 4}  # loconav.py:11-14
@@ -231,20 +232,11 @@ class LocoNavEnv(HostEnv):
         return self._obs(ts)
 
     def step(self, action):
-        a = normalized_action(np.ravel(action), self._low, self._high)
-        if not np.isfinite(a).all():
-            raise ValueError(f"{self.spec.env_id}: non-finite action {a}")
-        a = a.reshape(self._act_shape)
-        reward = 0.0  # float64, summing float32 step rewards (as dmc.py)
-        for _ in range(self.repeat):
-            ts = self._env.step(a)
-            reward += float(np.float32(ts.reward or 0.0))
-            if ts.last():
-                break
+        ts, reward = repeat_step(self._env, action, (self._low, self._high, self._act_shape),
+                                 self.repeat, self.spec.env_id)
         terminal = bool(ts.last() and ts.discount == 0)
         info = {"episode_log": {"log_coverage": self._visit()}}
-        return (self._obs(ts), float(np.float32(reward)), terminal,
-                bool(ts.last() and not terminal), info)
+        return self._obs(ts), reward, terminal, bool(ts.last() and not terminal), info
 
     def render(self):
         """The reference's `log_image` camera, [size..., 3] uint8."""
