@@ -463,6 +463,31 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     assert f"**{fresh['A']:.1f}**" in (src / "README.md").read_text()
 
 
+def test_committed_e3f0224_run_beside_the_references_own(tmp_path):
+    """Our e3f0224 protocol run against the reference's own e3f0224 seed 0: every input
+    check passes, the reference's S1 is its three last evaluations' mean, and the window
+    table compares e3f0224's own metric names on both sides."""
+    src = RESULTS / "cartpole_protocol_e3f0224"
+    ref = src / "reference_s0"
+    assert compare_main(str(src), str(ref), str(tmp_path), None) == 0
+    fresh = read_summary(tmp_path)
+    assert not failed_checks(fresh)
+    evals = {r["rows"]: r["eval_mean"] for r in inputs_records(ref)}
+    s1 = sum(evals[n] for n in statistics.S1_ROWS_FULL) / 3
+    assert fresh["lo"] == fresh["hi"] == pytest.approx(s1)
+    committed = read_summary(src / "beside_reference_s0")
+    for key in ("A", "lo", "hi", "LEARNS", "WITHIN_RANGE"):
+        assert fresh[key] == pytest.approx(committed[key]), key
+    report = (tmp_path / "compare.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| loss/dyn |")]
+    assert len(rows) == 10 and rows[-1].count("[") == 2  # at 20,000 rows: both sides
+
+
+def inputs_records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()
+            if line.strip()]
+
+
 # ---------------------------------------------------------------------------------------
 # S2 (protocol 5.2): computed once, from episodes.jsonl
 

@@ -194,7 +194,13 @@ def nonfinite_windows(rs: RecordSet, seeds: tuple[int, ...]) -> list[str]:
 
 
 def table_names(tables: list[dict[int, dict[str, Summary3]]]) -> list[str]:
-    """Mapped names present on any side, in section 5.4's order, then retnorm."""
-    present = {k for t in tables for w in t.values() for k in w}
-    return [n for n in (*MAPPED_NAMES, *RETNORM_NAMES) if n in present]
+    """Mapped names present on any side, in section 5.4's order, then retnorm; beside a
+    reference, then every other name both sides have, sorted. Section 5.4 names 29eb964's
+    metrics; at e3f0224 both sides also write that version's own (loss/dyn, opt/loss,
+    ent/action, ...), which are the ones its reference writes."""
+    present = [{k for w in t.values() for k in w} for t in tables]
+    mapped = [n for n in (*MAPPED_NAMES, *RETNORM_NAMES) if n in set().union(*present)]
+    if len(tables) < 2:
+        return mapped
+    return mapped + sorted(set.intersection(*present) - set(mapped))
 
