@@ -13,7 +13,7 @@ from _benchmarks import load
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 head = load("reference_run/run_reference_head.py")
-base = load("reference_run/run_reference.py")
+base = load("reference_run/harness.py")
 
 
 def test_settings_are_those_of_our_e3f0224_protocol_run():

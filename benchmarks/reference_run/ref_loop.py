@@ -8,7 +8,7 @@ the policy (104-106) and the `driver(policy, steps=10)` loop (107-109), each pas
 where it would step past a record point (why, and why nothing else moves: ticks.py). The
 loop body's report, log and save branches (111-126) never fire with run.eval_every,
 log_every and save_every at -1 (when.Clock, embodied/core/when.py:77-78), so they are left
-out and run_reference.py refuses other values; the logger-only FPS and usage meters go with
+out and harness.py refuses other values; the logger-only FPS and usage meters go with
 them.
 """
 

@@ -1,6 +1,6 @@
 """The harness of run_reference.py for the reference at e3f0224 (`--version e3f0224`).
 
-The record set, the options, the evaluation and the resume are run_reference.py's; what
+The record set, the options, the evaluation and the resume are harness.py's; what
 changes is the reference's API at e3f0224: `elements` configs, counters and checkpoints,
 `dreamerv3/main.py`'s `make_replay` / `make_stream` / `wrap_env`, the loop of
 embodied/run/train.py (ref_loop_head.py) and the agent of embodied/jax/agent.py. Run it
@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import run_reference as base  # noqa: E402
+import harness as base  # noqa: E402
 
 VERSION = "e3f0224"
 
@@ -137,32 +137,20 @@ def evaluate(agent, make_env, episodes: int, seed: int, limit: int):
     params = jax.device_put({k: agent.params[k].copy() for k in agent.policy_keys},
                             agent.policy_params_sharding)
     carry = agent._init_policy(params, seeds(), episodes)  # positional: pjit
-    act_space = {k: v for k, v in envs[0].act_space.items() if k != "reset"}
-    zeros = {k: np.zeros(v.shape, v.dtype) for k, v in act_space.items()}
-    obs = [env.step({**zeros, "reset": True}) for env in envs]
-    keys = [k for k in obs[0] if k in agent.obs_space]
-    returns, lengths = np.zeros(episodes), np.zeros(episodes, int)
-    done = np.zeros(episodes, bool)
-    for _ in range(limit):
-        batch = jax.device_put({k: np.stack([o[k] for o in obs]) for k in keys},
-                               agent.policy_sharded)
-        carry, acts, _ = agent._policy(params, seeds(), carry, batch, "eval")
-        acts = jax.device_get(acts)
-        for i, env in enumerate(envs):
-            if done[i]:
-                continue
-            obs[i] = env.step({**{k: v[i] for k, v in acts.items()}, "reset": False})
-            returns[i] += float(obs[i]["reward"])
-            lengths[i] += 1
-            done[i] = bool(obs[i]["is_last"])
-        if done.all():
-            break
+
+    def act(batch):
+        nonlocal carry
+        carry, acts, _ = agent._policy(params, seeds(), carry,
+                                       jax.device_put(batch, agent.policy_sharded), "eval")
+        return jax.device_get(acts)
+
+    played = base.play_episodes(envs, agent.obs_space, act, limit)
     jax.tree.map(lambda x: x.delete(), params)
-    return [float(r) for r in returns], [int(n) for n in lengths]
+    return played
 
 
 class HeadHarness(base.Harness):
-    """run_reference.Harness with the e3f0224 construction, loop and checkpoint."""
+    """harness.Harness with the e3f0224 construction, loop and checkpoint."""
 
     def setup(self) -> None:
         opts, out = self.opts, self.out

@@ -84,6 +84,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from dreamerjax.config.defaults import RunConfig
+
 # Where a replay's rows live (ReplayState.memory, run.replay_memory).
 MEMORIES = ("device", "host")
 
@@ -97,14 +99,15 @@ class Selector:
     part of the envs (a data shard) takes the same part of the table.
     """
 
-    uniform: float = 1.0
-    priority: float = 0.0
-    recency: float = 0.0
-    exponent: float = 0.8
-    maxfrac: float = 0.5
-    initial: float = math.inf
-    zero_on_sample: bool = True
-    recexp: float = 1.0
+    # The defaults are RunConfig's, so a Selector built by hand means what the flags mean.
+    uniform: float = RunConfig.replay_uniform
+    priority: float = RunConfig.replay_priority
+    recency: float = RunConfig.replay_recency
+    exponent: float = RunConfig.replay_prio_exponent
+    maxfrac: float = RunConfig.replay_prio_maxfrac
+    initial: float = RunConfig.replay_prio_initial
+    zero_on_sample: bool = RunConfig.replay_prio_zero_on_sample
+    recexp: float = RunConfig.replay_recexp
     size: int = 0
     envs: int = 0
 
