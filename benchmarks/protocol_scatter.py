@@ -31,12 +31,12 @@ import numpy as np
 
 from dreamerjax.tools.protocol.inputs import load_record_set
 from dreamerjax.tools.protocol.statistics import (
-    PUBLISHED_REFERENCE_S1,
+    REFERENCE_RANGE_S1,
     S1_ROWS_FULL,
     s1_per_seed,
 )
 
-LO, HI = PUBLISHED_REFERENCE_S1
+LO, HI = REFERENCE_RANGE_S1
 
 
 def seed_values(run: str, rows: tuple[int, ...]) -> dict[int, float]:

@@ -200,7 +200,7 @@ def test_decision_rule():
 # --- compare_main -------------------------------------------------------------------------
 
 
-def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
+def test_passing_run_without_reference_uses_the_protocols_reference_range(tmp_path, capsys):
     run = make_run(tmp_path / "run")
     assert compare_main(run, None, None, None) == 0
     out = tmp_path / "run"
@@ -209,7 +209,7 @@ def test_passing_run_without_reference_uses_published_range(tmp_path, capsys):
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summ = read_summary(out)
     assert (summ["lo"], summ["hi"]) == (241.0, 386.0)
-    assert "published" in summ["reference_source"]
+    assert "the protocol's reference range" in summ["reference_source"]
     assert summ["A"] == pytest.approx(190.0)
     assert summ["LEARNS"] is False and summ["WITHIN_RANGE"] is False
     assert summ["S1"] == pytest.approx({"0": 180.0, "1": 190.0, "2": 200.0})
@@ -447,7 +447,8 @@ def test_smoke_mode_uses_last_three_log_points(tmp_path):
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-@pytest.mark.parametrize("name", ["cartpole_protocol", "cartpole_protocol_pairsum"])
+@pytest.mark.parametrize("name", ["cartpole_protocol", "cartpole_protocol_pairsum",
+                                  "cartpole_protocol_threads"])
 def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     """The harness, run again on a committed run's own records, passes every input check and
     gives the A, S1 and S2 that the committed summary.json and README report."""

@@ -106,6 +106,9 @@ HOST_RUNS = {  # version -> (argv, records' (rows, updates))
     # the whole run's 8 envs and batch 4 over both processes' devices (tests/_runs.py)
     "29eb964": ([*SMALL_ARGV, "--steps", "240", "--data-devices", "2", "--no-precompile"],
                 [(80, UPDATES[80]), (160, UPDATES[160]), (240, UPDATES[240])]),
+    # the same with each process's replay rows in its pinned host memory
+    "e3f0224-host-replay": ([*_argv(4, 2, 120, 40), "--run.replay_memory", "host"],
+                            [(80, 0), (160, 0), (240, 25)]),
 }
 
 
@@ -113,7 +116,8 @@ HOST_RUNS = {  # version -> (argv, records' (rows, updates))
 @pytest.mark.parametrize("version", sorted(HOST_RUNS))
 def test_two_processes_step_their_own_host_envs(tmp_path, version):
     """Gymnasium's CartPole (host envs) over 2 processes x 1 device: each steps the 4
-    envs on its device; process 0 writes one record line per log point."""
+    envs on its device; process 0 writes one record line per log point. With a host
+    replay, each process keeps its own rows in its own host memory."""
     argv, want = HOST_RUNS[version]
     out = tmp_path / "run"
     _two_processes(tmp_path, "gym", [*argv, "--env", "gym_CartPole-v1", "--seeds", "0",

@@ -262,6 +262,31 @@ def test_compiled_run_with_a_host_replay_equals_the_device_replays(tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.slow  # a 240-row run with each replay, three programs compiled
+def test_a_host_replay_grows_on_resume_as_the_device_replay(tmp_path):
+    """A host-replay run of 160 rows resumed to 240 rows, its ring sized by --steps (20 rows
+    per env, then 30: restore_run grows it on the host and puts it back in pinned host
+    memory), equals the 240-row run with a device replay: records and parameters."""
+    def train(memory_kind, steps, out, **kw):
+        cfg = small_config(steps=steps, replay_memory=memory_kind, replay_capacity=0)
+        return driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
+                            tensorboard=False, report=False, **kw)
+
+    assert setup_lib.make_setup(small_config(steps=160, replay_capacity=0)).capacity == 20
+    dev = train("device", 240, tmp_path / "device")
+    first = train("host", 160, tmp_path / "host")
+    host = train("host", 240, tmp_path / "host", resume=True)
+    host = dataclasses.replace(host, records=first.records + host.records)
+    assert [r["updates"] for r in dev.records] == [0, 15, 55]
+    _equal_runs(dev, host)
+    trainer = make_trainer(make_plan(small_config(steps=240, replay_memory="host",
+                                                  replay_capacity=0), (0,)))
+    back = ckpt.restore(tmp_path / "host", ckpt.indices(tmp_path / "host")[-1],
+                        trainer.abstract_state())
+    assert {x.sharding.memory_kind for x in jax.tree.leaves(back.replay.data)} == {HOST}
+    assert back.replay.data["is_first"].shape == (1, 8, 30)  # seeds, envs, rows per env
+
+
 @pytest.mark.slow  # two host-env runs, the host replay's programs compiled: ~3 min on 2 cores
 def test_host_env_run_with_a_host_replay_equals_the_device_replays(tmp_path):
     pytest.importorskip("gymnasium")

@@ -49,7 +49,7 @@ from dreamerjax.tools.protocol.report import (
     write_failure_report,
     write_report,
 )
-from dreamerjax.tools.protocol.statistics import PUBLISHED_SOURCE, decide, s1_rows
+from dreamerjax.tools.protocol.statistics import REFERENCE_RANGE_SOURCE, decide, s1_rows
 
 __all__ = ["compare_main"]
 
@@ -111,7 +111,7 @@ def compare_main(run_dir: str, reference: str | None = None, out: str | None = N
     (the report then lists the checks only), 2 when an input cannot be read at all.
     """
     out_dir = Path(out if out is not None else run_dir)
-    source = PUBLISHED_SOURCE if reference is None else f"record set {reference}"
+    source = REFERENCE_RANGE_SOURCE if reference is None else f"record set {reference}"
     try:
         cfg, sched, ours_rs, ref_rs = _read_inputs(run_dir, reference)
     except (InputError, json.JSONDecodeError, TypeError) as e:

@@ -256,7 +256,7 @@ def write_report(out: Path, ours: Side, ref: Side | None, dec: Decision, source:
              (f"| {_fmt1(dec.A)} | {_fmt1(dec.lo)} | {_fmt1(dec.hi)} | {dec.learns} | "
              f"{dec.within_range} |")]
     if ref is None:
-        lines += ["", ("No --reference given: lo and hi are the published reference range "
+        lines += ["", ("No --reference given: lo and hi are the protocol's reference range "
                   f"S1 in [{dec.lo:g}, {dec.hi:g}] (the reference's three runs made with the "
                   "pre-registered protocol); no per-seed reference table.")]
     lines += ["", f"## S1 and S2({final_rows}) per seed", "", f"### {ours.label}", "",

@@ -4,8 +4,8 @@ training-metric windows (section 5.4).
   S1 per seed = mean eval_mean at 16,000 / 18,000 / 20,000 rows (smoke: last 3 log points).
   S2(N) per seed = (1/E) sum_w m_w over the E envs, m_w = mean score of env w's last
     min(10, k_w) episodes with row_last <= N / E; NaN unless every k_w >= 1.
-  A = mean of our S1; [lo, hi] = [min, max] of the reference S1 (published 241-386 when no
-    reference is given); LEARNS = A >= lo; WITHIN_RANGE = lo <= A <= hi.
+  A = mean of our S1; [lo, hi] = [min, max] of the reference S1 (the protocol's reference range
+    241-386 when no reference is given); LEARNS = A >= lo; WITHIN_RANGE = lo <= A <= hi.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ S1_ROWS_FULL = (16000, 18000, 20000)
 S2_WINDOW = 10  # episodes per env in the S2 rolling mean (Ajax's per-env ring of 10)
 # The reference's three runs made with the pre-registered protocol (stock 29eb964, seeds
 # 0-2): [min, max] of their S1, as the protocol's diagnosis reports them.
-PUBLISHED_REFERENCE_S1 = (241.0, 386.0)
-PUBLISHED_SOURCE = (
-    "published: S1 range of the reference's three runs made with the pre-registered "
-    "protocol (danijar/dreamerv3 29eb964, seeds 0-2, stock two-hot decode), 241-386")
+REFERENCE_RANGE_S1 = (241.0, 386.0)
+REFERENCE_RANGE_SOURCE = (
+    "the protocol's reference range: S1 of the reference's three runs made with the "
+    "pre-registered protocol (danijar/dreamerv3 29eb964, seeds 0-2, stock two-hot decode), "
+    "241-386")
 # Section 5.4: Ajax train names that differ from the reference's (all others are shared).
 AJAX_TO_REF = {
     "rec_loss": "vector_loss", "rec_loss_std": "vector_loss_std",
@@ -118,7 +119,7 @@ class Decision:
 def decide(ours_s1: dict[int, float], ref_s1: dict[int, float] | None) -> Decision:
     a = sum(ours_s1.values()) / len(ours_s1)
     if ref_s1 is None:
-        return Decision(a, *PUBLISHED_REFERENCE_S1)
+        return Decision(a, *REFERENCE_RANGE_S1)
     return Decision(a, min(ref_s1.values()), max(ref_s1.values()))
 
 
