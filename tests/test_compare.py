@@ -448,7 +448,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 @pytest.mark.parametrize("name", ["cartpole_protocol", "cartpole_protocol_pairsum",
-                                  "cartpole_protocol_threads"])
+                                  "cartpole_protocol_threads", "cartpole_protocol_tpu_10seeds",
+                                  "cartpole_protocol_e3f0224_tpu_10seeds"])
 def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     """The harness, run again on a committed run's own records, passes every input check and
     gives the A, S1 and S2 that the committed summary.json and README report."""
@@ -458,7 +459,8 @@ def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     assert compare_main(str(tmp_path), None, None, None) == 0
     fresh, committed = read_summary(tmp_path), read_summary(src)
     assert not failed_checks(fresh)
-    assert fresh["mode"] == "full" and fresh["seeds"] == [0, 1, 2]
+    assert fresh["mode"] == "full" and fresh["seeds"] == json.loads(
+        (src / "config.json").read_text())["seeds"]
     for key in ("A", "S1", "S2_final", "LEARNS", "WITHIN_RANGE"):
         assert fresh[key] == pytest.approx(committed[key]), key
     assert f"**{fresh['A']:.1f}**" in (src / "README.md").read_text()
