@@ -50,3 +50,13 @@ def test_evaluate_stops_early_with_the_full_scans_results(episode_limit, mode):
     r0, l0 = (np.asarray(x) for x in one(p0, keys[0]))
     np.testing.assert_array_equal(r0, want_ret[0])
     np.testing.assert_array_equal(l0, want_len[0])
+
+
+def test_episode_summary_writes_returns_as_their_float32_decimals():
+    """`dreamerjax eval` prints 18.4, not float32's 18.399999618530273, and the mean of
+    the printed values."""
+    from dreamerjax.run.rundir import episode_summary
+
+    row = episode_summary(3, np.array([14.0, 22.8, 18.4], np.float32))
+    assert row == {"seed": 3, "returns": [14.0, 22.8, 18.4], "mean": 18.4}
+    assert np.float32(row["returns"][1]) == np.float32(22.8)  # the same float32 value

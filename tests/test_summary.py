@@ -122,3 +122,20 @@ def test_seeds_selects_the_seeds_summarised_and_an_absent_one_is_named(tmp_path,
     assert "| 4 | 2 | -299.0 | -299.0 |" in capsys.readouterr().out
     assert cli.main(["summary", str(run), "--seeds", "0", "7"]) == 2
     assert "--seeds 7" in capsys.readouterr().err
+
+
+def test_against_labels_the_columns_by_the_runs_folders(tmp_path, capsys):
+    """Without --label / --against-label the table names each run by its folder, and by
+    its parent too when the folders share a name."""
+    run, other = tmp_path / "ours", tmp_path / "theirs"
+    _write(run, {2: {0: 1.0}})
+    _write(other, {2: {0: 2.0}})
+    assert cli.main(["summary", str(run), "--last", "1", "--against", str(other)]) == 0
+    assert "| updates (ours) | updates (theirs) |" in capsys.readouterr().out
+    a, b = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    _write(a, {2: {0: 1.0}})
+    _write(b, {2: {0: 2.0}})
+    assert cli.main(["summary", str(a), "--last", "1", "--against", str(b)]) == 0
+    assert "| updates (a/run) | updates (b/run) |" in capsys.readouterr().out

@@ -345,6 +345,15 @@ class CompareArgs:
         return self
 
 
+
+def _run_names(run: Path, other: Path) -> tuple[str, str]:
+    """Two runs' names for a table: their folders' names, or with the parent folder
+    when those are the same (a/run and b/run -> a/run, b/run)."""
+    run, other = Path(run).resolve(), Path(other).resolve()
+    if run.name != other.name:
+        return run.name, other.name
+    return f"{run.parent.name}/{run.name}", f"{other.parent.name}/{other.name}"
+
 @dataclass(frozen=True)
 class SummaryArgs:
     """Print what a run learned, re-derived from its records: the evaluation return per
@@ -372,20 +381,25 @@ class SummaryArgs:
     metrics: tuple[str, ...] = ()
     """With --against: train metrics to put beside, by their records' names, e.g.
     --metrics val/mean ent/action/mean."""
-    label: str = "dreamerjax"
-    """The name for RUN_DIR in the table and the legend."""
-    against_label: str = "other"
-    """With --against: the name for RUN."""
+    label: str | None = None
+    """The name for RUN_DIR in the table and the legend (default: its folder's name)."""
+    against_label: str | None = None
+    """With --against: the name for RUN (default: its folder's name)."""
 
     def validate(self) -> SummaryArgs:
         _check_existing_run_dir(self.run_dir)
         if self.against is not None:
             _check_existing_run_dir(self.against)
+            mine, theirs = _run_names(self.run_dir, self.against)
+            self = dataclasses.replace(self, label=self.label or mine,
+                                       against_label=self.against_label or theirs)
             if self.against_label == self.label:
                 raise ArgumentError(f"--against-label {self.against_label}: the same as "
                                     "--label (the table needs two names)")
         elif self.metrics:
             raise ArgumentError("--metrics: needs --against RUN (the metrics go beside it)")
+        else:
+            self = dataclasses.replace(self, label=self.label or Path(self.run_dir).resolve().name)
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise ArgumentError(f"--plot {self.plot}: must name a .png file")
         if self.plot is not None and not self.plot.parent.is_dir():
