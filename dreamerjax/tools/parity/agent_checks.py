@@ -173,7 +173,35 @@ SPREAD_FACTOR = 2.0
 # (0.2), discontinuously, so a few draws of the parameters cannot find every such element.
 # Those elements are compared apart, counted, and may move as far as any element of their
 # tensor moved in the draws; every other element keeps its own elementwise tolerance.
-UNDETERMINED = "sign of the gradient within the two-hot noise: the tensor's largest spread"
+# Such an element may also be flipped by float32 rounding alone: a gradient that is a sum
+# with cancelling terms rounds differently on another CPU (AVX2 against AVX-512 orders the
+# sum otherwise), and the draws, which move only the two-hot expectations, may leave its
+# tensor still. Its allowance is therefore also the optimiser's own reach of a flip
+# (`sign_flip_reach`), whichever is larger.
+UNDETERMINED = ("sign of the gradient within the two-hot noise: the tensor's largest spread "
+                "or the optimiser's reach of a flipped step")
+
+
+def sign_flip_reach(lr: float, beta1: float, beta2: float, steps: int) -> tuple[float, float]:
+    """(parameter, momentum mu) change of an element after `steps` updates from zero
+    moments when the sign of its gradient flips at any of them.
+
+    The RMS step u_t = g_t / sqrt(nu_hat_t) is at most sqrt((1 - beta2^t) / (1 - beta2))
+    in size (nu_t >= (1 - beta2) g_t^2, nu_hat_t = nu_t / (1 - beta2^t)), so a flip changes
+    it by at most twice that; mu = beta1 mu + (1 - beta1) u carries the change, and the
+    parameter moves by lr mu / (1 - beta1^t) each step (warm-up and schedules only lower
+    lr). Update 1: 2 lr and 0.2 (u_1 = sign(g))."""
+    mu = param = 0.0
+    for t in range(1, steps + 1):
+        mu = beta1 * mu + (1 - beta1) * 2 * np.sqrt((1 - beta2 ** t) / (1 - beta2))
+        param += lr * mu / (1 - beta1 ** t)
+    return float(param), float(mu)
+
+
+def module_lr(cfg: AgentConfig, name: str) -> float:
+    """The learning rate of the module that owns the parameter `name` ('<module>/...')."""
+    module = name.split("/", 1)[0]
+    return getattr(cfg.lrs, module, cfg.opt.lr) if cfg.separate_lrs else cfg.opt.lr
 
 
 class _Perturbation:
@@ -545,7 +573,7 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
             spread = spread_of(base, [dr[i] for dr in draws[1:]])
             undetermined = {k: undetermined.get(k, False) | sign_undetermined(g, spread["grads"][k])
                             for k, g in base["grads"].items()}
-            rows += _state_rows(fx, f"{run}u{i + 1}/", base, spread, flat, undetermined)
+            rows += _state_rows(fx, f"{run}u{i + 1}/", base, spread, flat, undetermined, cfg)
     return rows
 
 
@@ -619,9 +647,10 @@ def _update_arrays(state, outs, mets) -> dict:
                 metrics=mets, norms=state.norms)
 
 
-def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
+def _split(fx, label, value, sp, ref, tol, under, flip, reach: float = 0.0) -> list[Row]:
     """One tensor's rows: the ordinary elements at `tol` widened by the draws' spread; the
-    reference's nu-underflow elements (UNDERFLOW) and the sign-undetermined ones apart."""
+    reference's nu-underflow elements (UNDERFLOW) and the sign-undetermined ones apart,
+    those at the larger of the draws' largest spread and `reach` (`sign_flip_reach`)."""
     value, ref, sp = np.asarray(value), np.asarray(ref), np.asarray(sp)
     base, wide = tol, widen(tol, sp)
     if np.ndim(wide.atol):
@@ -633,7 +662,7 @@ def _split(fx, label, value, sp, ref, tol, under, flip) -> list[Row]:
     if flip.any():  # SIGN_LIKE: as far as any element of the tensor moved in the draws
         atol = np.broadcast_to(np.asarray(base.atol), ref.shape)[flip]
         pooled = widen(dataclasses.replace(base, atol=atol, why=base.why + "; " + UNDETERMINED),
-                       np.full(int(flip.sum()), sp.max()))
+                       np.full(int(flip.sum()), max(float(sp.max()), reach)))
         rows.append(compare(fx, f"{label} [{int(flip.sum())} sign-undetermined elems]",
                             value[flip], ref[flip], pooled))
     return rows
@@ -656,9 +685,15 @@ _STATE_ARRAYS = (
 )
 
 
-def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> list[Row]:
+def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict,
+                cfg: AgentConfig) -> list[Row]:
     rows = []
     prior = [pre] if pre.endswith("u1/") else [pre.replace("u2/", "u1/"), pre]
+
+    def reach(name, moment):  # a flipped element's change in the parameter or in mu
+        param, mu = sign_flip_reach(module_lr(cfg, name), cfg.opt.beta1, cfg.opt.beta2,
+                                    len(prior))
+        return mu if moment else param
 
     def ref_key(tag, name):
         key = f"{pre}state/optstate/{tag}/agent/{name}"
@@ -674,7 +709,8 @@ def _state_rows(fx, pre, ours: dict, spread: dict, flat, undetermined: dict) -> 
             under |= (np.asarray(flat[nu_key]) == 0) & (
                 np.asarray(flat[ref_key("mom_mu", name).replace(pre, p, 1)]) != 0)
         flip = undetermined[name] & ~under if sign_like else np.zeros(np.shape(ref), bool)
-        return _split(fx, label, value, sp, ref, tol, under, flip)
+        return _split(fx, label, value, sp, ref, tol, under, flip,
+                      reach(name, label.startswith(pre + "mom_mu/")))
 
     for name, value in sorted(ours["params"].items()):
         rows += split_rows(f"{pre}{name}", name, value, spread["params"][name],

@@ -43,6 +43,7 @@ from dreamerjax.tools.parity.agent_checks import (
     missing,
     perturbed,
     run_perturbed,
+    sign_flip_reach,
     sign_undetermined,
     spread_of,
     twohot_rounding,
@@ -351,7 +352,7 @@ def check_head_update(directory: str, name: str) -> list[Row]:
         spread = spread_of(base, [dr[i] for dr in draws[1:]])
         undetermined = {k: undetermined.get(k, False) | sign_undetermined(g, spread["grads"][k])
                         for k, g in base["grads"].items()}
-        step_rows = _update_rows(fx, f"u{i + 1}/", base, spread, flat, undetermined,
+        step_rows = _update_rows(fx, f"u{i + 1}/", base, spread, flat, undetermined, cfg,
                                  exclude_mean=noise == 0.0)
         if i > 0 and noise == 0.0:  # the mean head's round-off steps reach all of update 2
             step_rows = [as_info(r, U2_NOTE) for r in step_rows]
@@ -394,9 +395,11 @@ def mu_rounding(flat: dict, hname: str, steps: int) -> np.ndarray:
     return err
 
 
-def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> list[Row]:
+def _update_rows(fx, pre, ours, spread, flat, undetermined, cfg, exclude_mean) -> list[Row]:
     rows = []
     prior = [pre] if pre == "u1/" else ["u1/", pre]
+    reach_param, reach_mu = sign_flip_reach(cfg.opt.lr, cfg.opt.beta1, cfg.opt.beta2,
+                                            len(prior))  # e3f0224: one lr for all modules
     for key in sorted(k for k in flat if k.startswith(pre + "state/")):
         hname = key[len(pre + "state/"):]
         mapped = our_name(hname)
@@ -416,7 +419,7 @@ def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> lis
                           & (flat[f"{p}state/opt/state/2/1/{hname}"] != 0))
         flip = undetermined[grad_name] & ~under
         rows += _split(fx, key, ours[tree][ours_name], spread[tree][ours_name], flat[key],
-                       PARAMS, under, flip)
+                       PARAMS, under, flip, reach_param)
         if module == "slow":
             continue
         for tag, idx in (("nu", 1), ("mu", 2)):
@@ -428,7 +431,7 @@ def _update_rows(fx, pre, ours, spread, flat, undetermined, exclude_mean) -> lis
                           "max|g| gradient error by the element's sqrt(nu)")
             rows += _split(fx, f"{pre}{tag}/{hname}", ours[tag][ours_name],
                            spread[tag][ours_name], ref, tol, under,
-                           flip if tag == "mu" else np.zeros(ref.shape, bool))
+                           flip if tag == "mu" else np.zeros(ref.shape, bool), reach_mu)
 
     def c(label, get, ref_key, tol):
         return compare(fx, f"{pre}{label}", get(ours), flat[pre + ref_key],
