@@ -16,6 +16,7 @@ from _runs import small_config
 
 import dreamerjax
 from dreamerjax.envs import registry
+from dreamerjax.run import checkpoint as ckpt
 from dreamerjax.run import driver, records, rundir
 from dreamerjax.tools import cli
 
@@ -239,3 +240,37 @@ def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
         assert (tmp_path / "cache").is_dir()
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_evaluate_any_kept_checkpoint_from_python_and_the_cli(run_with_function_callback,
+                                                              tmp_path, capsys):
+    """A chosen checkpoint, `all` (one evaluation per kept checkpoint, oldest first) and a
+    RUN/checkpoints/K path give the same numbers from Python and from `dreamerjax eval`; a
+    checkpoint that is not kept is refused in one line naming the kept ones; the run
+    directory is left as it was."""
+    out, _, _ = run_with_function_callback
+    before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
+    assert ckpt.indices(out) == [0, 1]  # log points at rows 80 and 160
+    every = dreamerjax.evaluate(out, episodes=2, checkpoint="all")
+    assert [(r["checkpoint"], r["rows"], r["updates"], r["seed"]) for r in every] == [
+        (0, 80, 0, 0), (0, 80, 0, 3), (1, 160, 15, 0), (1, 160, 15, 3)]
+    first = dreamerjax.evaluate(out / "checkpoints" / "0", episodes=2)
+    assert [r["returns"] for r in first] == [r["returns"] for r in every[:2]]
+    latest = dreamerjax.evaluate(out, episodes=2)
+    assert [r["returns"] for r in latest] == [r["returns"] for r in every[2:]]
+    with pytest.raises(ValueError, match=r"checkpoint 7: not kept .*kept: 0, 1"):
+        dreamerjax.evaluate(out, checkpoint=7)
+    png = tmp_path / "over_checkpoints.png"
+    assert cli.main(["eval", str(out), "--checkpoint", "all", "--episodes", "2",
+                     "--plot", str(png)]) == 0
+    printed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert [(r["checkpoint"], r["returns"]) for r in printed] == [
+        (r["checkpoint"], r["returns"]) for r in every]
+    assert png.stat().st_size > 10_000
+    assert cli.main(["eval", str(out / "checkpoints" / "0"), "--episodes", "2"]) == 0
+    assert [json.loads(x)["returns"] for x in capsys.readouterr().out.splitlines()] == [
+        r["returns"] for r in first]
+    assert cli.main(["eval", str(out), "--checkpoint", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "--checkpoint 9: not kept" in err and "kept: 0, 1" in err
+    assert sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*")) == before

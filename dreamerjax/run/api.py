@@ -34,11 +34,15 @@ def run_seeds(run_dir: str | os.PathLike) -> tuple[int, ...]:
 
 
 def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
-             video: str | os.PathLike | None = None, mode: str = "sample") -> list[dict]:
+             video: str | os.PathLike | None = None, mode: str = "sample",
+             checkpoint: int | str = "latest") -> list[dict]:
     """Evaluate a trained agent on fresh episodes of its env.
 
-    run_or_result: a run directory (its latest checkpoint that verifies) or the
+    run_or_result: a run directory or one of its checkpoints (RUN/checkpoints/K), or the
         TrainResult that `train` returned (its parameters in memory).
+    checkpoint: of a run directory, a kept checkpoint's number, "latest" (the newest that
+        verifies) or "all" (every kept one, oldest first); each row then also has
+        "checkpoint" and "rows".
     episodes: evaluation episodes per seed. seed: one trained seed (None: every seed).
     video: a .mp4 or .gif file: one evaluation episode of the first evaluated seed.
     mode: "sample" acts with samples of the policy (as training's evaluation), "mode"
@@ -51,7 +55,7 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
     import jax
 
     from dreamerjax.run import checkpoint as ckpt
-    from dreamerjax.run import driver
+    from dreamerjax.run import driver, rundir
     from dreamerjax.run import plan as plan_lib
     from dreamerjax.run.policy import stacked_params
     from dreamerjax.run.trainers import make_trainer
@@ -67,6 +71,9 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         by_seed = run_or_result.params
     elif isinstance(run_or_result, str | os.PathLike):
         run_dir = str(run_or_result)
+        inside = rundir.split_checkpoint_path(run_dir)
+        if inside is not None:
+            run_dir, checkpoint = str(inside[0]), inside[1]
         if not Path(run_dir).is_dir():
             raise ValueError(f"{run_dir}: no such run directory")
         config, seeds = load_config(run_dir), run_seeds(run_dir)
@@ -81,20 +88,27 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         config, run=dataclasses.replace(config.run, eval_episodes=int(episodes)))
     trainer = make_trainer(plan_lib.make_plan(config, chosen))
     with contextlib.closing(trainer):
-        if by_seed is None:
-            found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous
-            if found is None:
-                raise ValueError(f"no checkpoint in {run_dir}")
-            every = stacked_params(run_dir, found[0], config, trainer.setup.spaces,
-                                   len(seeds))
-            index = [seeds.index(s) for s in chosen]
-            params = jax.tree.map(lambda x: np.asarray(x)[index], every)
-        else:
-            params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
-        # The keys of `dreamerjax eval` (the evaluate_run stream, run/streams.py).
-        rets, lens = trainer.evaluate(params, 0, mode == "mode", stream="evaluate_run")
-        out = [{"seed": s, "returns": r.tolist(), "lengths": n.tolist(), "mean": float(r.mean())}
-               for s, r, n in zip(chosen, np.asarray(rets), np.asarray(lens), strict=True)]
+        out, params = [], None
+        # In memory: one evaluation; a run directory: one per chosen checkpoint.
+        chosen_checkpoints = [None] if by_seed is not None else rundir.checkpoints_of(
+            run_dir, checkpoint)
+        for index in chosen_checkpoints:
+            if index is None:
+                params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
+                tags = [{} for _ in chosen]
+            else:
+                every = stacked_params(run_dir, index, config, trainer.setup.spaces,
+                                       len(seeds))
+                pick = [seeds.index(s) for s in chosen]
+                params = jax.tree.map(lambda x, pick=pick: np.asarray(x)[pick], every)
+                meta = ckpt.read_meta(run_dir, index)
+                tags = [{"checkpoint": index, "rows": meta["rows"],
+                         "updates": meta["updates"][i]} for i in pick]
+            # The keys of `dreamerjax eval` (the evaluate_run stream, run/streams.py).
+            rets, lens = trainer.evaluate(params, 0, mode == "mode", stream="evaluate_run")
+            out += [{**tag, **rundir.episode_summary(s, r), "lengths": n.tolist()}
+                    for tag, s, r, n in zip(tags, chosen, np.asarray(rets), np.asarray(lens),
+                                            strict=True)]
         if video is not None:
             out[0]["video"] = str(_video(trainer, params, chosen[0], video, mode == "mode"))
     return out

@@ -1,4 +1,4 @@
-"""What a finished (or stopped) run directory gives after training: its latest
+"""What a finished (or stopped) run directory gives after training: any kept
 checkpoint evaluated (`dreamerjax eval`), its open-loop report and a video of one episode;
 and a config's parameter counts (`dreamerjax info`). Each builds the run's plan and
 trainer as training does (plan.make_plan, trainers.make_trainer) and reads the checkpoint
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -22,22 +23,62 @@ from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.trainers import make_trainer
 
 
-def evaluate_run(run_dir: str, episodes: int, mode: bool = False) -> list[dict]:
-    """Evaluate the latest checkpoint of a run: one dict per seed (the evaluate_run key
-    stream, run/streams.py)."""
+def evaluate_run(run_dir: str, episodes: int, mode: bool = False,
+                 checkpoint: int | str = "latest") -> list[dict]:
+    """Evaluate checkpoints of a run: one dict per checkpoint and seed, {'checkpoint',
+    'rows', 'updates', 'seed', 'returns', 'mean'} (the evaluate_run key stream,
+    run/streams.py: the same episodes' keys for every checkpoint). checkpoint: a kept
+    checkpoint's index, 'latest' (the newest that verifies; a damaged newest one: the
+    previous, warned) or 'all' (every kept one, oldest first)."""
     config, seeds = records.read_run_config(run_dir)
+    chosen = checkpoints_of(run_dir, checkpoint)
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
     trainer = make_trainer(plan_lib.make_plan(config, seeds))
-    found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
-    if found is None:
-        raise ValueError(f"no checkpoint in {run_dir}")
     # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
     from dreamerjax.run.policy import stacked_params
 
-    params = stacked_params(run_dir, found[0], config, trainer.setup.spaces, len(seeds))
-    rets, _ = trainer.evaluate(params, 0, mode, stream="evaluate_run")
-    return [episode_summary(s, r) for s, r in zip(seeds, np.asarray(rets), strict=True)]
+    out = []
+    for index in chosen:
+        params = stacked_params(run_dir, index, config, trainer.setup.spaces, len(seeds))
+        rets, _ = trainer.evaluate(params, 0, mode, stream="evaluate_run")
+        meta = ckpt.read_meta(run_dir, index)
+        out += [{"checkpoint": index, "rows": meta["rows"], "updates": meta["updates"][i],
+                 **episode_summary(s, r)}
+                for i, (s, r) in enumerate(zip(seeds, np.asarray(rets), strict=True))]
+    return out
+
+
+def checkpoints_of(run_dir: str, checkpoint: int | str) -> list[int]:
+    """The checkpoint indices `evaluate_run` evaluates (see there); ValueError naming the
+    kept ones when `checkpoint` is not kept or does not verify."""
+    kept = ckpt.indices(run_dir)
+    if not kept:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    if checkpoint == "latest":
+        found = ckpt.latest_verified(run_dir)
+        if found is None:
+            raise ValueError(f"no checkpoint in {run_dir}")
+        return [found[0]]
+    chosen = kept if checkpoint == "all" else [int(checkpoint)]
+    for index in chosen:
+        if index not in kept:
+            raise ValueError(f"checkpoint {index}: not kept in {run_dir} (kept: "
+                             f"{', '.join(map(str, kept))}, latest or all)")
+        problem = ckpt.verify(run_dir, index)
+        if problem is not None:
+            raise ValueError(f"checkpoint {index} of {run_dir} is damaged: {problem}")
+    return chosen
+
+
+def split_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int] | None:
+    """(run directory, index) of a path RUN/checkpoints/K, else None."""
+    path = Path(path)
+    run = path.parent.parent
+    if path.parent.name == ckpt.CHECKPOINT_DIR and path.name.isdigit() and (
+            run / records.CONFIG_FILE).is_file():
+        return run, int(path.name)
+    return None
 
 
 def episode_summary(seed: int, returns: np.ndarray) -> dict:

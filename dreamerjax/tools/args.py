@@ -229,10 +229,16 @@ def _check_train_values(args: TrainArgs) -> None:
 
 @dataclass(frozen=True)
 class EvalArgs:
-    """Evaluate the latest checkpoint of a run."""
+    """Evaluate a run's checkpoints: the latest, a chosen one, or every kept one."""
 
     run_dir: tyro.conf.Positional[Path]
-    """Run directory (written by `dreamerjax train`)."""
+    """Run directory (written by `dreamerjax train`), or one of its checkpoints,
+    RUN/checkpoints/K."""
+    checkpoint: str = "latest"
+    """A kept checkpoint's number K (RUN/checkpoints/K), latest, or all (one evaluation per
+    kept checkpoint, oldest first)."""
+    plot: _path("FILE", "(optional)") = None
+    """Also draw the evaluation return of each evaluated checkpoint against rows (a .png)."""
     episodes: int = 10
     """Evaluation episodes per seed."""
     mode: Literal["sample", "mode"] = "sample"
@@ -243,7 +249,20 @@ class EvalArgs:
     """Render one evaluation episode of the first seed to this video file."""
 
     def validate(self) -> EvalArgs:
+        from dreamerjax.run.rundir import split_checkpoint_path
+
+        inside = split_checkpoint_path(self.run_dir)
+        if inside is not None:  # RUN/checkpoints/K
+            if self.checkpoint not in ("latest", str(inside[1])):
+                raise ArgumentError(f"--checkpoint {self.checkpoint}: {self.run_dir} is "
+                                    f"checkpoint {inside[1]} already")
+            self = dataclasses.replace(self, run_dir=inside[0], checkpoint=str(inside[1]))
         _check_existing_run_dir(self.run_dir)
+        if self.checkpoint not in ("latest", "all") and not self.checkpoint.isdigit():
+            raise ArgumentError(f"--checkpoint {self.checkpoint}: give a checkpoint's number, "
+                                "latest or all")
+        if self.plot is not None and self.plot.suffix.lower() != ".png":
+            raise ArgumentError(f"--plot {self.plot}: must name a .png file")
         if self.episodes <= 0:
             raise ArgumentError(f"--episodes must be positive, got {self.episodes}")
         if self.video is not None and self.video.suffix.lower() not in (".mp4", ".gif"):

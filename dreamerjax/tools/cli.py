@@ -222,9 +222,21 @@ def eval_command(args: EvalArgs) -> int:
 
     from dreamerjax.run import rundir
 
-    for row in rundir.evaluate_run(str(args.run_dir), args.episodes,
-                                   mode=args.mode == "mode"):
+    try:
+        rows = rundir.evaluate_run(str(args.run_dir), args.episodes, mode=args.mode == "mode",
+                                   checkpoint=args.checkpoint)
+    except ValueError as e:  # "checkpoint K: ..." names the flag that chose it
+        message = str(e)
+        raise ArgumentError(f"--{message}" if message.startswith("checkpoint ") else message
+                            ) from e
+    for row in rows:
         print(json.dumps(row))
+    if args.plot is not None:
+        from dreamerjax.viz import plots
+
+        curve = [{"seed": r["seed"], "rows": r["rows"], "updates": r["updates"],
+                  "eval_mean": r["mean"]} for r in rows]
+        print(f"wrote {plots.plot_curves(curve, args.plot)}")
     if args.report or args.video is not None:
         for path in rundir.eval_artifacts(str(args.run_dir), report=args.report,
                                           video=args.video, mode=args.mode == "mode"):
