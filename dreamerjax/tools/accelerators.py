@@ -14,6 +14,7 @@ possible there. A CPU has no entry: its peak is measured (bench.matmul_peak).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 GiB = 2**30
@@ -103,7 +104,7 @@ def backend_error(environ=None) -> str | None:
     except RuntimeError as e:
         asked = environ.get("JAX_PLATFORMS", "")
         wanted = [p for p in asked.split(",") if p.strip() in _EXTRA]
-        cause = " ".join(str(e).split())[:160]
+        cause = " ".join(str(e).split()).split(" (set JAX_PLATFORMS")[0][:200]
         if not wanted:
             return f"JAX could not start a backend: {cause}"
         p = wanted[0].strip()
@@ -128,7 +129,13 @@ def describe() -> list[str]:
         kinds.setdefault(getattr(d, "device_kind", str(d)), []).append(d)
     for kind, ds in kinds.items():
         mem, where = device_memory(ds[0])
-        shown = "memory unknown" if mem is None else f"{mem / GiB:.1f} GiB each ({where})"
+        if ds[0].platform == "cpu":
+            from dreamerjax.run import memory
+            shown = f"arrays in host memory ({memory.fmt(memory.host_available())} available)"
+        elif mem is None:
+            shown = "memory unknown"
+        else:
+            shown = f"{mem / GiB:.1f} GiB each ({where})"
         lines.append(f"  {len(ds)} x {kind} ({ds[0].platform}): {shown}")
     if jax.default_backend() == "cpu":
         lines.append("  no accelerator: on a TPU VM install with pip install -e '.[tpu]', "
@@ -164,6 +171,17 @@ def cpu_lowering(fn, *args):
         return fn.trace(*args).lower(lowering_platforms=("cpu",))
 
 
+@functools.cache
+def lowered_costs() -> bool:
+    """Whether the running backend gives a lowered program's cost analysis (XLA:CPU does;
+    the TPU and GPU plugins do not): probed once on a 2 x 2 matmul, so that a large
+    program is not lowered for nothing."""
+    import jax
+    import jax.numpy as jnp
+    x = jax.ShapeDtypeStruct((2, 2), jnp.float32)
+    return cost_flops(jax.jit(lambda a: a @ a).trace(x).lower()) is not None
+
+
 def program_flops(fn, args: tuple, stage=None) -> tuple[float | None, str]:
     """(FLOPs of one call of fn(*args), the source of the figure): `stage`'s cost analysis
     (a lowered or compiled program of fn on the running backend; None: fn lowered here)
@@ -171,9 +189,9 @@ def program_flops(fn, args: tuple, stage=None) -> tuple[float | None, str]:
     same function: the TPU and GPU plugins give none of a lowered program). fn: a jitted
     function; args: its arguments (ShapeDtypeStructs are enough)."""
     import jax
-    if stage is None:
+    if stage is None and lowered_costs():
         stage = fn.trace(*args).lower()
-    flops = cost_flops(stage)
+    flops = None if stage is None else cost_flops(stage)
     if flops is not None:
         return flops, f"{jax.default_backend()} cost analysis"
     flops = cost_flops(cpu_lowering(fn, *args))

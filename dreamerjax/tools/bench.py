@@ -542,10 +542,17 @@ def update_flops(setup) -> tuple[float | None, str]:
     update program lowered with every lax.scan unrolled (pre-optimisation HLO; XLA counts
     a rolled loop's body once), by the running backend's cost analysis or else the CPU's
     (accelerators.program_flops)."""
+    import jax
     program = update_program(setup)
     states = abstract_states(setup, 1)
-    with unrolled_scans():
-        return accelerators.program_flops(program, (states,))
+    # JAX keeps the traces of jitted functions (loop._update's among them): one traced
+    # rolled would be reused here, one traced unrolled by the programs that come after.
+    jax.clear_caches()
+    try:
+        with unrolled_scans():
+            return accelerators.program_flops(program, (states,))
+    finally:
+        jax.clear_caches()
 
 
 def with_flops(point: dict, flops: float | None, source: str, device_kind: str) -> dict:
