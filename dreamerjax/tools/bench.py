@@ -494,14 +494,14 @@ def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int) -
     mem = {"state_bytes": tree_bytes(trainer.abstract_state()), "available_bytes": have,
            "available_where": where}
     if mem["state_bytes"] > have:
-        raise DoesNotFit(f"the run's state, {memory.fmt(mem['state_bytes'])}, exceeds "
-                         f"{memory.fmt(have)} {where}")
+        raise DoesNotFit(f"does not fit: the run's state, {memory.fmt(mem['state_bytes'])}, "
+                         f"exceeds {memory.fmt(have)} {where}")
     with counting_compiles() as compiles:
         compiled, secs = compile_trainer_chunk(trainer)
         mem["chunk_program_bytes"] = need = program_bytes(compiled)
         if need is not None and need > have:
-            raise DoesNotFit(f"the compiled chunk needs {memory.fmt(need)} (XLA's memory "
-                             f"analysis), more than {memory.fmt(have)} {where}")
+            raise DoesNotFit(f"does not fit: the compiled chunk needs {memory.fmt(need)} "
+                             f"(XLA's memory analysis), more than {memory.fmt(have)} {where}")
         before = len(compiles)
         states = jax.block_until_ready(trainer.init())
         chunks = []
