@@ -730,7 +730,7 @@ def run_sweep(opts: Options) -> int:
             continue
         emit({**key, "status": "started"})
         try:
-            point = measure_point(opts, size, dtype, n)
+            point = measure_point(opts, SIZE if opts.tiny else size, dtype, n)
             setup = point.pop("_setup")
             if (size, dtype) not in flops_of:
                 flops_of[size, dtype] = update_flops(setup)
