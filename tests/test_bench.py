@@ -14,7 +14,7 @@ import pytest
 from dreamerjax.tools import bench
 
 KEYS = ("seconds_per_update_per_seed", "compile_seconds_cold", "compile_seconds_warm",
-        "flops_per_update", "flops_per_update_xla", "achieved_flops_per_s",
+        "compile_seconds", "flops_per_update", "achieved_flops_per_s",
         "matmul_peak_flops_per_s", "efficiency", "rows_per_s_no_update", "peak_rss_mib",
         "report_seconds_wide", "report_bytes_wide")
 
@@ -53,13 +53,12 @@ def test_json_has_every_figure(smoke):
         assert _positive(r[k]), k
     s = r["seconds_per_update_per_seed"]
     assert list(s) == ["1"]
-    assert s["1"]["n"] == 3
+    assert s["1"]["n"] == r["points"]["1"]["chunks_timed"] == 3  # one figure per chunk
     assert all(_positive(s["1"][q]) for q in ("median", "p10", "p90"))
     assert s["1"]["p10"] <= s["1"]["median"] <= s["1"]["p90"]
     assert r["efficiency"] == pytest.approx(r["achieved_flops_per_s"]
                                             / r["matmul_peak_flops_per_s"])
-    # XLA counts each scan body once; the unrolled count sees all 64 + 15 steps.
-    assert r["flops_per_update"] > r["flops_per_update_xla"]
+    assert r["compile_mode"] == "children" and r["flops_source"] == "cpu cost analysis"
     assert r["machine"]["backend"] == jax.default_backend()
     assert r["config"]["size"] == "tiny"
 
@@ -204,3 +203,154 @@ def test_gpu_script_smoke_runs_every_configuration(tmp_path):
         out = json.loads((tmp_path / f"bench_tiny_{dtype}.json").read_text())
         assert out["config"]["compute_dtype"] == dtype
         assert set(out["seconds_per_update_per_seed"]) == {"1", "2"}
+
+
+# ----------------------------------------------------------------------------- the run's programs
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    """`bench --tiny --json --seeds 1 --updates 1 --warmup 0 --compile in-process`: one
+    compile of the run's tiny chunk."""
+    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=1, warmup=0,
+                                 compile="in-process")
+    capture = pytest.MonkeyPatch()
+    lines = []
+    capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    try:
+        code = bench.main(args)
+    finally:
+        capture.undo()
+    assert code == 0 and len(lines) == 1
+    return json.loads(lines[0])
+
+
+def test_bench_json_records_the_device_and_the_point(tiny_run):
+    r = tiny_run
+    assert (r["platform"], r["device_kind"], r["jax"]) == (
+        jax.default_backend(), jax.devices()[0].device_kind, jax.__version__)
+    assert (r["size"], r["dtype"], r["seeds"], r["compile_mode"]) == (
+        "tiny", "float32", [1], "in-process")
+    p = r["points"]["1"]
+    for key in ("seconds_per_update", "seconds_per_update_per_seed"):
+        assert p[key]["n"] == p["chunks_timed"] >= 3
+        assert p[key]["p10"] <= p[key]["median"] <= p[key]["p90"]
+    assert r["seconds_per_update"]["1"] == p["seconds_per_update"]
+    assert _positive(r["compile_seconds"]) and r["compile_seconds"] == \
+        p["compile_seconds"]["total"]
+    assert _positive(r["flops_per_update"]) and r["flops_source"] == "cpu cost analysis"
+    assert r["achieved_flops_per_s"] == pytest.approx(
+        r["flops_per_update"] / p["seconds_per_update"]["median"])
+    # no peak in the table for a CPU: no fraction of it; the measured matmul peak instead
+    assert r["peak_flops_per_s"] is None and r["fraction_of_peak"] is None
+    assert _positive(r["efficiency"]) and _positive(r["rows_per_s_no_update"])
+    assert 0 < p["memory"]["state_bytes"] < p["memory"]["available_bytes"]
+
+
+def test_bench_tiny_runs_the_runs_trainer_and_schedule(tiny_run):
+    """The bench's point is the run's: the plan's seed loop, the updates the run's schedule
+    owes over the timed chunks, and no compile while they ran (the program compiled
+    ahead is the one trainer.chunk calls)."""
+    from dreamerjax.run import loop
+    from dreamerjax.run import plan as plan_lib
+
+    p = tiny_run["points"]["1"]
+    opts = bench.Options(tiny=True, seeds=(1,), updates=1, warmup=0)
+    config, layout = bench.point_config(opts, "1m")
+    plan = plan_lib.make_plan(config, (0,))
+    assert p["seed_loop"] == plan.seed_loop
+    owed = loop.updates_per_tick(plan.setup).reshape(layout.chunks, layout.ticks).sum(1)
+    assert (owed[:layout.fill] == 0).all() and (owed[layout.fill + layout.warm:] > 0).all()
+    assert p["updates_timed"] == owed[layout.fill + layout.warm:].sum()
+    assert p["chunks_timed"] == layout.timed and p["ticks_per_chunk"] == layout.ticks
+    assert p["compiled_while_timed"] == 0
+
+
+class WithoutCostAnalysis:
+    """A compiled program as a backend without cost analysis hands it over (the TPU's
+    and GPU plugins' lowered programs): everything of the real one but its costs."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def cost_analysis(self):
+        return None
+
+
+class Costs:
+    """A program whose cost analysis has the given form."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def cost_analysis(self):
+        return self.value
+
+
+def test_flops_fall_back_to_the_cpu_lowering_when_cost_analysis_is_none():
+    from dreamerjax.tools import accelerators
+
+    n = 64
+    f = jax.jit(lambda a, b: a @ b)
+    x = jax.ShapeDtypeStruct((n, n), jnp.float32)
+    real = accelerators.program_flops(f, (x, x), f.trace(x, x).lower().compile())
+    assert real == (2 * n**3, "cpu cost analysis")
+    flops, source = accelerators.program_flops(f, (x, x), WithoutCostAnalysis(
+        f.trace(x, x).lower().compile()))
+    assert flops == 2 * n**3 and source.startswith("cpu lowering")
+    # the other forms a backend gives: a list of per-program dicts, a dict without flops
+    assert accelerators.cost_flops(Costs([{"flops": 8.0}])) == 8.0
+    assert accelerators.cost_flops(Costs({"bytes accessed": 8.0})) is None
+    assert accelerators.cost_flops(Costs([])) is None
+    flops, source = accelerators.program_flops(f, (x, x), Costs({"utilization": 1.0}))
+    assert flops == 2 * n**3 and source.startswith("cpu lowering")
+
+
+def test_peak_table_by_device_kind_and_dtype():
+    from dreamerjax.tools import accelerators
+
+    assert accelerators.peak_flops("TPU v5 lite", "bfloat16")[0] == 197e12
+    # float32 on a TPU: bfloat16 passes at the matmul precision in effect
+    assert accelerators.peak_flops("TPU v5 lite", "float32")[0] == 197e12
+    assert accelerators.peak_flops("TPU v5 lite", "float32", "highest")[0] == 197e12 / 6
+    assert accelerators.peak_flops("TPU v4", "bfloat16")[0] == 275e12
+    assert accelerators.peak_flops("NVIDIA A100-SXM4-40GB", "float32")[0] == 19.5e12
+    assert accelerators.peak_flops("NVIDIA H100 80GB HBM3", "bfloat16")[0] == 989e12
+    assert accelerators.peak_flops("NVIDIA H100 PCIe", "bfloat16")[0] is None
+    assert accelerators.peak_flops("cpu", "float32")[0] is None
+    assert accelerators.known("TPU v5 lite").memory == 16 * 2**30
+
+
+def _sweep_lines(opts):
+    capture = pytest.MonkeyPatch()
+    lines = []
+    capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a)))
+                    if "file" not in k else None)
+    try:
+        assert bench.run_sweep(opts) == 0
+    finally:
+        capture.undo()
+    return [json.loads(x) for x in lines]
+
+
+def test_sweep_writes_one_line_per_point_and_goes_on_from_its_file(tmp_path):
+    """Every point ends in one line: one already in the file is not run again, one a time
+    limit cut off twice is skipped, one whose state exceeds the memory is skipped before
+    anything compiles (and so are more seeds of its size and dtype)."""
+    out = tmp_path / "sweep.jsonl"
+    done = {"size": "200m", "dtype": "bfloat16", "seeds": 64, "status": "ok"}
+    cut = {"size": "200m", "dtype": "bfloat16", "seeds": 128, "status": "started"}
+    out.write_text("".join(json.dumps(x) + "\n" for x in (done, cut, cut)))
+    opts = bench.Options(sweep=True, sizes=("200m",), dtypes=("float32", "bfloat16"),
+                         seeds=(64, 128), updates=1, warmup=0, out=str(out))
+    printed = _sweep_lines(opts)
+    final = [x for x in printed if x["status"] != "started"]
+    assert [(x["dtype"], x["seeds"], x["status"]) for x in final] == [
+        ("float32", 64, "skipped"), ("float32", 128, "skipped"), ("bfloat16", 128, "cut_off")]
+    assert "fit" in final[0]["reason"] and "fewer seeds" in final[1]["reason"]
+    assert all(x["platform"] == jax.default_backend() for x in printed)
+    written = [json.loads(x) for x in out.read_text().splitlines()]
+    assert written[3:] == printed  # appended as printed
+    finished = {(x["size"], x["dtype"], x["seeds"]) for x in written if x["status"] != "started"}
+    assert finished == {(s, d, n) for s, d, n in bench.sweep_points(opts)}
+    assert _sweep_lines(opts) == []  # again: every point has its line

@@ -124,3 +124,35 @@ def test_info_prints_the_replay(capsys):
     (line,) = [x for x in out.splitlines() if x.startswith("replay: ")]
     assert "per seed" in line
     assert "available host memory" in line or "free on" in line
+
+
+def test_info_names_the_accelerator_and_the_seeds_whose_replays_fit(capsys):
+    assert cli.main(["info", "--tiny"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    (fit,) = [x for x in out if x.startswith("Seeds whose replays fit there: ")]
+    setup = setup_lib.make_setup(cli.resolve_args(cli.parse(["info", "--tiny"]))[0])
+    have, _ = memory.available()
+    assert int(fit.split(": ")[1].replace(",", "")) == have // memory.replay_bytes(setup, 1)
+    (head,) = [x for x in out if x.startswith("Accelerator: ")]
+    assert head.startswith(f"Accelerator: {jax.default_backend()} (jax {jax.__version__}), "
+                           f"{jax.device_count()} device(s)")
+    kind = jax.devices()[0].device_kind
+    assert any(x.startswith(f"  {jax.device_count()} x {kind} ") for x in out)
+
+
+def test_info_asked_for_a_missing_accelerator_says_what_to_change(tmp_path):
+    """JAX_PLATFORMS=tpu (a TPU-only request) on a machine JAX finds no TPU on: one line
+    naming the variable and the fixes, exit 2."""
+    import os
+    import subprocess
+
+    if jax.default_backend() == "tpu":
+        pytest.skip("this machine has a TPU")
+    env = {**os.environ, "JAX_PLATFORMS": "tpu"}
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "info", "--tiny"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and err.startswith("dreamerjax info: error: JAX_PLATFORMS=tpu")
+    assert "JAX_PLATFORMS=cpu" in err and "pip install -e '.[tpu]'" in err

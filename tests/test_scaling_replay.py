@@ -6,7 +6,8 @@ drift from the code.
 
 A row fits a card when what the card must hold of the replay is under the memory JAX's GPU
 allocator takes by default (75 % of the card, XLA_PYTHON_CLIENT_MEM_FRACTION), the figure
-run.memory's check reads as the device's limit: the whole replay with run.replay_memory
+run.memory's check reads as the device's limit (a TPU's allocator takes its whole memory:
+the TPU v5e's 16 GiB, tools/accelerators.py): the whole replay with run.replay_memory
 device, one sampled batch with host (the replay then needs as much host memory). The
 model, its optimiser and the update's temporaries need room beside it, so "yes" is
 necessary, not sufficient.
@@ -20,6 +21,7 @@ from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import REFERENCES
 from dreamerjax.run import memory
 from dreamerjax.run import setup as setup_lib
+from dreamerjax.tools import accelerators
 
 DOC = Path(__file__).parents[1] / "docs" / "scaling.md"
 PRESETS = ("atari", "atari100k", "crafter", "dmc_vision", "dmc_proprio")
@@ -27,6 +29,9 @@ EXTRAS = {"atari": "ale_py", "atari100k": "ale_py", "crafter": "crafter",
           "dmc_vision": "dm_control", "dmc_proprio": "dm_control"}
 CARDS_GB = (24, 40, 80)
 PREALLOCATED = 0.75  # JAX's default GPU memory fraction
+# The cards' memory for the replay: a GPU's preallocated part, a TPU v5e's whole memory.
+CARDS = (*(PREALLOCATED * gb * 2**30 for gb in CARDS_GB),
+         accelerators.known("TPU v5 lite").memory)
 # The preset's own size (dreamerjax's default, or the preset's), and the reference's own
 # default model (rssm.deter 8192 in both versions' configs.yaml), whose stored posterior
 # latent makes most of a row.
@@ -41,8 +46,7 @@ def table_row(reference: str, preset: str, size: str | None) -> str:
     config, _ = config_resolve.resolve(configs=[preset], reference=reference, size=size)
     setup = setup_lib.make_setup(config)
     need, batch = memory.replay_bytes(setup, 1), memory.batch_bytes(setup)
-    fits = [["yes" if n <= PREALLOCATED * gb * 2**30 else "no" for gb in CARDS_GB]
-            for n in (need, batch)]
+    fits = [["yes" if n <= card else "no" for card in CARDS] for n in (need, batch)]
     return (f"| `{preset}` | {reference} | {config.size} | "
             f"{setup.run.num_envs} x {setup.capacity:,} | "
             f"{memory.row_bytes(setup):,} | {memory.fmt(need)} | {memory.fmt(batch)} | "

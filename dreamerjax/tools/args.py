@@ -454,17 +454,20 @@ class MergeArgs:
 
 @dataclass(frozen=True)
 class BenchArgs:
-    """Time updates and ticks; prints figures (never asserts a speed)."""
+    """Time the run's update through the programs `train` compiles; prints figures (never
+    asserts a speed)."""
 
     json: bool = False
     """Print one JSON object instead of a table."""
-    seeds: tuple[int, ...] = (1, 3)
-    """Numbers of seeds to time in one program (vmapped on accelerators, one after another
-    on a CPU), e.g. --seeds 1 3."""
+    seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
+        metavar="INT [INT ...]", help_behavior_hint="(default: 1 3; with --sweep: 1 4 16)")] \
+        = None
+    """Numbers of seeds to time in one run (seeds 0 ... n - 1: vmapped on accelerators, one
+    host thread per seed on a CPU, as `train` runs them), e.g. --seeds 1 3."""
     updates: int = 50
-    """Timed updates per configuration (after compilation)."""
+    """Timed updates per configuration at least (3 timed chunks at least)."""
     warmup: int = 3
-    """Untimed updates before the timed ones."""
+    """Untimed updates before the timed ones at least (after the replay's gate)."""
     set: _Sets = ()
     """Set a config key of the benched update by its dotted name, e.g. --set
     jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs)."""
@@ -472,9 +475,25 @@ class BenchArgs:
     """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
     size: str = DEFAULT_SIZE
     """Model size preset of the benched config (config.SIZES)."""
+    compile: Literal["auto", "in-process", "children"] = "auto"
+    """Where compile time is measured: in-process (this process, no persistent cache), or
+    children (also cold and warm figures from two fresh processes and a persistent cache;
+    a CPU only). auto: children on a CPU, in-process on accelerators."""
+    sweep: bool = False
+    """Time every point of --sizes x --dtypes x --seeds in this process, one JSON line per
+    point as it finishes (also appended to --out FILE.jsonl; run again to go on)."""
+    sizes: tuple[str, ...] = ("1m", "12m", "50m", "200m")
+    """With --sweep: model size presets."""
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    """With --sweep: compute dtypes (jax.compute_dtype)."""
+    budget: Annotated[float | None, tyro.conf.arg(
+        metavar="SECONDS", help_behavior_hint="(optional)")] = None
+    """With --sweep: start no new point after this many seconds (a point under way
+    finishes; run the same command again to go on)."""
     out: _path("PATH", "(default: stdout only)") = None
     """Where the figures are also written: a .json file, or a folder for
-    bench_<backend>_<date>.json and its README.md table (with --env: env_<id>_<date>.json)."""
+    bench_<backend>_<date>.json and its README.md table (with --env: env_<id>_<date>.json;
+    with --sweep: a .jsonl file, appended to)."""
     env: Annotated[str | None, tyro.conf.arg(metavar="ID", help_behavior_hint="(optional)")] \
         = None
     """Time a whole run of this env (host ids too: gym_CartPole-v1, atari100k_pong) with
@@ -483,7 +502,7 @@ class BenchArgs:
         metavar="ID", help_behavior_hint="(default: gym_X's gymnax X if any)")] = None
     """With --env: the compiled env whose run is timed alongside ('' for none)."""
     stretch: int = 5
-    """With --env: ticks per timed chunk (16 envs: 8 updates a tick)."""
+    """Ticks per chunk, the benched run's log interval (16 envs: 8 updates a tick)."""
     rounds: int = 3
     """With --env: timed chunks after the replay's gate (0: acting alone, no updates)."""
     num_envs: int = 16
@@ -492,11 +511,12 @@ class BenchArgs:
     def validate(self) -> BenchArgs:
         if self.size not in SIZES:
             raise ArgumentError(f"--size {self.size!r}: known sizes are {', '.join(SIZES)}")
+        if self.stretch <= 0:
+            raise ArgumentError(f"--stretch must be positive, got {self.stretch}")
         if self.env is not None:
             _check_bench_sets(self.set)  # both runs' config (bench.env_config)
-            if self.stretch <= 0 or self.rounds < 0 or self.num_envs <= 0:
-                raise ArgumentError("--stretch and --num-envs must be positive, --rounds "
-                                    ">= 0")
+            if self.rounds < 0 or self.num_envs <= 0:
+                raise ArgumentError("--num-envs must be positive, --rounds >= 0")
             from dreamerjax import envs
             for env in (self.env, self.compiled or None):
                 if env is None:
@@ -506,12 +526,27 @@ class BenchArgs:
                 except ValueError as e:
                     raise ArgumentError(f"--env {env!r}: {e}") from e
             return self
-        if not self.seeds or any(n <= 0 for n in self.seeds):
+        if self.seeds is not None and (not self.seeds or any(n <= 0 for n in self.seeds)):
             raise ArgumentError(f"--seeds takes positive seed counts, got {self.seeds}")
         if self.updates <= 0:
             raise ArgumentError(f"--updates must be positive, got {self.updates}")
         if self.warmup < 0:
             raise ArgumentError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.sweep:
+            bad = [s for s in self.sizes if s not in SIZES]
+            if bad:
+                raise ArgumentError(f"--sizes {bad[0]!r}: known sizes are {', '.join(SIZES)}")
+            bad = [d for d in self.dtypes if d not in ("float32", "bfloat16")]
+            if bad:
+                raise ArgumentError(f"--dtypes {bad[0]!r}: float32 or bfloat16")
+            if self.out is not None and not str(self.out).endswith(".jsonl"):
+                raise ArgumentError(f"--out {self.out}: with --sweep a .jsonl file (one line "
+                                    "per point, appended to)")
+        elif self.budget is not None:
+            raise ArgumentError("--budget is for --sweep")
+        if self.compile == "children" and self.sweep:
+            raise ArgumentError("--compile children: --sweep compiles in its own process "
+                                "(--compile in-process or auto)")
         _check_bench_sets(self.set)
         return self
 

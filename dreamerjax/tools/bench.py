@@ -1,26 +1,46 @@
-"""`dreamerjax bench`: what one update of the 1m CartPole configuration costs on this machine.
+"""`dreamerjax bench`: what the 1m CartPole run's update costs on this machine, timed
+through the programs `dreamerjax train` compiles. The same code on a CPU, GPU and TPU.
 
-What is timed, all with the real functions of the training loop (run/loop.py):
+What is timed (measure_point), for each number of seeds of --seeds:
 
-- the update program: `jit(over_seeds(train_once))` over n seeds (vmapped on accelerators,
-  one after another on a CPU) (sample a batch from the
-  replay, one agent update, write the posterior latents back), the replay donated as in
-  the training chunk. Its compile time is trace + lower + XLA compile, measured in a fresh
-  subprocess against an empty persistent cache (cold) and again in a second fresh
-  subprocess against the cache the first one filled (warm), so no in-memory cache counts.
-- seconds per update per seed: each call timed with block_until_ready after warm-up
-  updates, on a replay already holding `ticks` ticks of rows (enough for the batch).
-- rows per second of the tick alone: a jitted scan of act_and_store over all envs, 1 seed.
-- FLOPs: XLA's cost analysis of the compiled update counts a while loop's body once, so
-  the 64-step observe scan (and its backward), the 15-step imagination and the return
-  scans count as one step each (`flops_per_update_xla`). `flops_per_update` is the same
-  analysis on the update lowered with every lax.scan fully unrolled, which counts every
-  step; `flops_analytic` is a hand count of the dense matmuls as a cross-check.
-- the float32 dense-matmul peak of this process and efficiency = achieved / peak.
+- the run's own programs: the benched config (CartPole, the protocol's schedule: 16 envs,
+  train ratio 512, batch 16 x 64, at --size or tiny, --set items applied) goes through
+  the run's plan (run/plan.make_plan: seeds 0 ... n - 1, the seed loop resolved for the
+  backend, the replay's memory checked) and trainer (run/trainers.make_trainer); its
+  state comes from the seeds' train keys (run/streams.py) and its chunks are called as
+  `train` calls them (trainer.chunk), the updates each owes from the run's schedule. A
+  chunk is one log interval of --stretch ticks (the chunk's scan length; its program is
+  otherwise the run's).
+- compile: the trainer's chunk and init lowered and compiled ahead of their first call
+  (trace, lower, compile), in this process (--compile in-process, the default off a CPU)
+  or, on a CPU by default (--compile children), also in a fresh process against an
+  empty persistent cache (cold) and in a second one against the cache the first filled
+  (warm), so no in-memory cache counts.
+- seconds per update: the chunks past the replay's gate and --warmup, each timed to
+  block_until_ready, divided by the updates it owed (its ticks' acting included: a tick
+  acts once and trains 8 times); the median over the timed chunks (3 at least). Per
+  seed: divided by the seeds too. Rows per second of acting alone: the chunks before
+  the gate, which owe no updates.
+- FLOPs per update (one seed): the update program (loop.train_once) lowered with every
+  lax.scan unrolled (XLA's cost analysis counts a rolled loop's body once), counted by
+  the backend's cost analysis where it gives one, else by the CPU's (the TPU and GPU
+  plugins give none of a lowered program); `flops_source` says which. `flops_analytic`
+  is a hand count of the dense matmuls as a cross-check. Achieved FLOP/s = FLOPs x seeds
+  / seconds per update; the fraction of the device's peak where the peak is known
+  (tools/accelerators.py), and `efficiency` = achieved / the float32 matmul peak
+  measured in this process.
+- memory: the run's state (its abstract shapes) and the compiled chunk (XLA's memory
+  analysis) against the memory free on the device (run/memory.available); a point that
+  does not fit is refused (DoesNotFit) before anything is allocated for it.
 - the open-loop report's pictures (viz/report.write_openl, the host's part of a log
   point's report) for a vector observation as wide as Craftax-Symbolic's (1,345
   dimensions; a [16, 64] batch of random truth and a noisy prediction): seconds to draw,
   the median of 3, and the bytes written.
+
+`dreamerjax bench --sweep` times every point of --sizes x --dtypes x --seeds (1m 12m 50m
+200m, float32 bfloat16, 1 4 16) in one process, one JSON line per point as it finishes
+(appended to --out FILE.jsonl, which a second run of the same command goes on from), a
+point that does not fit the device a line saying so (run_sweep).
 
 `dreamerjax bench --env ID` times a whole run instead (run_env_bench): the protocol's
 schedule (train ratio 512, batch 16 x 64, 1m, 16 envs, one seed) through the run's own
@@ -36,6 +56,9 @@ Nothing here asserts a speed. The figures go to stdout (a table, or one JSON obj
 --json) and, only with --out, to the file or folder named there: a .json file gets the
 result; a folder gets bench_<backend>_<date>.json (env_<id>_<date>.json with --env) and,
 for the update bench, README.md, the table of every bench_*.json in that folder.
+
+The bare update program (update_program, ticks_program, compile_update) stays here for
+the benchmarks that time it beside the reference's (benchmarks/side_by_side).
 """
 
 from __future__ import annotations
@@ -45,6 +68,7 @@ import dataclasses
 import datetime
 import glob
 import json
+import math
 import os
 import platform
 import resource
@@ -55,28 +79,39 @@ import time
 
 import numpy as np
 
+from dreamerjax.tools import accelerators
+
 ENV = "CartPole-v1"
 SIZE = "1m"
 REPORT_DIMS = 1345  # Craftax-Symbolic's observation width (the report bench)
 MATMUL_N = 2048
+DEFAULT_SEEDS = (1, 3)  # numbers of seeds in one program, the update bench's
+SWEEP_SIZES = ("1m", "12m", "50m", "200m")
+SWEEP_SEEDS = (1, 4, 16)
+DTYPES = ("float32", "bfloat16")
+COMPILE_MODES = ("auto", "in-process", "children")
 
 
 @dataclasses.dataclass(frozen=True)
 class Options:
     json: bool = False
-    seeds: tuple[int, ...] = (1, 3)  # numbers of seeds in one program (loop.over_seeds)
-    updates: int = 50
-    warmup: int = 3
-    ticks: int = 100  # ticks of rows in the replay before timing (1,600 rows >= 1,040)
+    seeds: tuple[int, ...] | None = None  # None: DEFAULT_SEEDS, with --sweep SWEEP_SEEDS
+    updates: int = 50  # timed updates at least (3 timed chunks at least)
+    warmup: int = 3  # untimed updates after the gate chunk at least
     tiny: bool = False
-    out: str | None = None  # a .json file or a folder; None: stdout only
+    out: str | None = None  # a .json file or a folder (--sweep: a .jsonl file); None: stdout
     env: str | None = None  # a whole run of this env id instead of the update alone
     compiled: str | None = None  # --env: the compiled env to compare with ("" for none)
-    stretch: int = 5  # --env: ticks per timed chunk
+    stretch: int = 5  # ticks per chunk (the benched run's log interval)
     rounds: int = 3  # --env: timed chunks after the gate (0: acting alone)
     num_envs: int = 16  # --env
     set: tuple[str, ...] = ()  # --set KEY=VALUE on the benched config (with --env: both runs)
     size: str = SIZE  # model size preset (config.SIZES); --tiny overrides it
+    compile: str = "auto"  # COMPILE_MODES: auto is children on a CPU, else in-process
+    sweep: bool = False
+    sizes: tuple[str, ...] = SWEEP_SIZES  # --sweep
+    dtypes: tuple[str, ...] = DTYPES  # --sweep
+    budget: float | None = None  # --sweep: start no point after this many seconds
 
     @classmethod
     def of(cls, args) -> Options:
@@ -84,10 +119,11 @@ class Options:
               if getattr(args, f.name, None) is not None}
         if "out" in kw:
             kw["out"] = str(kw["out"])
+        for name in ("seeds", "set", "sizes", "dtypes"):
+            if name in kw:
+                kw[name] = tuple(kw[name])
         if "seeds" in kw:
             kw["seeds"] = tuple(int(n) for n in kw["seeds"])
-        if "set" in kw:
-            kw["set"] = tuple(kw["set"])
         return cls(**kw)
 
 
@@ -121,12 +157,13 @@ def abstract_states(setup, num_seeds: int):
 
 
 def init_states(setup, num_seeds: int):
+    """Fresh states of seeds 0 ... num_seeds - 1 from their train keys (run/streams.py)."""
     import jax
-    import jax.numpy as jnp
 
     from dreamerjax.run import loop as loop
+    from dreamerjax.run import streams
     names = tuple(loop.metric_names(setup))
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in range(num_seeds)])
+    keys = streams.keys(range(num_seeds), "train")  # a run's seeds 0 ... n - 1
     return jax.jit(jax.vmap(lambda k: loop.init_seed(setup, k, names)))(keys)
 
 
@@ -176,29 +213,31 @@ def use_cache(path: str) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def compile_worker(cache: str, tiny: bool, seed_counts: list[int],
-                   sets: tuple[str, ...] = (), size: str = SIZE) -> dict:
-    """Run in a fresh process: compile the update for each seed count against `cache`."""
+def compile_worker(cache: str, config: dict, seed_counts: list[int]) -> dict:
+    """Run in a fresh process: the run's chunk and init (compile_trainer_chunk) compiled for
+    each seed count against `cache`."""
     import jax
+
+    from dreamerjax.config.defaults import from_dict
     use_cache(cache)
     hits = []
     jax.monitoring.register_event_listener(
         lambda event, **_: hits.append(1) if event.endswith("/cache_hits") else None)
-    setup = make_setup(tiny, tuple(sets), size)
     out = {}
     for n in seed_counts:
         before = len(hits)
-        _, secs = compile_update(setup, n)
+        _, trainer = make_trainer(from_dict(config), n)
+        _, secs = compile_trainer_chunk(trainer)
         out[str(n)] = dict(secs, cache_hits=len(hits) - before)
     return out
 
 
-def _run_worker(cache: str, tiny: bool, seed_counts, sets=(), size: str = SIZE) -> dict:
-    spec = json.dumps({"cache": cache, "tiny": tiny, "seed_counts": list(seed_counts),
-                       "sets": list(sets), "size": size})
+def _run_worker(cache: str, opts: Options, seed_counts) -> dict:
+    config, _ = point_config(opts, opts.size)
+    spec = json.dumps({"cache": cache, "config": config.to_dict(),
+                       "seed_counts": list(seed_counts)})
     worker = [sys.executable, "-m", "dreamerjax.tools.bench", "--compile-worker", spec]
-    proc = subprocess.run(worker,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(worker, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise RuntimeError(f"compile worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     worker = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -224,13 +263,6 @@ def unrolled_scans():
         yield
     finally:
         jax.lax.scan = orig
-
-
-def unrolled_flops(setup) -> float:
-    """FLOPs of one single-seed update with every scan step counted (pre-optimisation HLO)."""
-    with unrolled_scans():
-        lowered = update_program(setup).trace(abstract_states(setup, 1)).lower()
-    return float(_cost(lowered)["flops"])
 
 
 def _cost(stage) -> dict:
@@ -323,96 +355,406 @@ def machine() -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- the run's programs
+
+
+class DoesNotFit(MemoryError):
+    """A point whose state or program does not fit the device's memory (found before
+    anything is allocated for it)."""
+
+
+def first_update_tick(config) -> int:
+    """The first tick after which the run's schedule owes an update (the replay's gate)."""
+    from dreamerjax.data import schedule as schedule_lib
+    sched = schedule_lib.schedule_from_config(config.run, config.agent.reference)
+    tick = 0
+    while int(schedule_lib.updates_owed(sched, tick)) == 0:
+        tick += 1
+    return tick
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A benched run cut into chunks of `ticks` ticks (its log interval, the chunk the
+    trainer compiles): `fill` chunks of acting alone before the replay's gate, `warm`
+    chunks with updates untimed (the gate's own, then --warmup), `timed` chunks timed."""
+
+    ticks: int
+    fill: int
+    warm: int
+    timed: int
+
+    @property
+    def chunks(self) -> int:
+        return self.fill + self.warm + self.timed
+
+
+def point_config(opts: Options, size: str, dtype: str | None = None):
+    """(config, Layout) of a benched run: CartPole at `size` (or tiny) with the protocol's
+    schedule (16 envs, train ratio 512, batch 16 x 64), `--set` items and the compute
+    dtype applied, as many rows as the layout's chunks of --stretch ticks: the chunks
+    before the gate fill the replay, then --warmup and --updates updates at least (3 timed
+    chunks at least, for a median)."""
+    from dreamerjax.config import resolve as config_resolve
+    from dreamerjax.config.resolve import make_config
+    sets = (*opts.set, *((f"jax.compute_dtype={dtype}",) if dtype else ()))
+
+    def config_of(**fields):
+        config = make_config(ENV, size=size, tiny=opts.tiny, **fields)
+        return config_resolve.with_sets(config, sets) if sets else config
+
+    base = config_of()
+    if base.run.replay_memory != "device":  # its states are made on the device
+        raise ValueError("run.replay_memory: `dreamerjax bench` times the run on a device "
+                         "replay; benchmarks/replay_memory.py times a host replay against it")
+    run, ticks = base.run, opts.stretch
+    per_chunk = max(1, round(ticks * run.num_envs * run.train_ratio
+                             / (run.batch_size * run.batch_length)))
+    gate = first_update_tick(base)
+    layout = Layout(ticks, gate // ticks, 1 + math.ceil(opts.warmup / per_chunk),
+                    max(3, math.ceil(opts.updates / per_chunk)))
+    rows = ticks * run.num_envs
+    return config_of(steps=layout.chunks * rows, eval_every=rows, eval_episodes=1), layout
+
+
+def tree_bytes(tree) -> int:
+    import jax
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+@contextlib.contextmanager
+def counting_compiles():
+    """While inside: a list that gets one entry per XLA compile (backend_compile event)."""
+    import jax
+    seen: list[float] = []
+
+    def listener(event: str, duration: float, **_) -> None:
+        if event.endswith("backend_compile_duration"):
+            seen.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield seen
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def compile_trainer_chunk(trainer) -> tuple:
+    """The trainer's chunk (and init) lowered and compiled for the run's abstract state,
+    as the run's first call compiles them; JAX keeps the executables, so the run's calls
+    find them. Returns (compiled chunk, seconds: trace, lower, compile, total, init)."""
+    states = trainer.abstract_state()
+    t0 = time.perf_counter()
+    traced = trainer._chunk.trace(trainer.chunk_input(states), trainer.owed(0))
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    trainer._init.lower(trainer._keys()).compile()
+    t4 = time.perf_counter()
+    return compiled, {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2,
+                      "total": t3 - t0, "init": t4 - t3}
+
+
+def program_bytes(compiled) -> int | None:
+    """Device bytes a compiled program needs while it runs (arguments, outputs not aliased
+    to them, temporaries), from XLA's memory analysis; None where it gives none."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - not every backend analyses memory
+        return None
+    if m is None:
+        return None
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+               + m.temp_size_in_bytes)
+
+
+def make_trainer(config, num_seeds: int):
+    """The run's plan (seeds 0 ... n - 1, one device) and trainer, as `train` makes them."""
+    from dreamerjax.run import plan as plan_lib
+    from dreamerjax.run import trainers
+    plan = plan_lib.make_plan(config, tuple(range(num_seeds)))
+    return plan, trainers.make_trainer(plan)
+
+
+def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int) -> dict:
+    """One configuration timed through the run's own trainer: its chunk and init compiled
+    in this process (timed), the run's state initialised from the seeds' train keys, the
+    chunks before the gate (acting alone) and after it (acting and the updates the
+    schedule owes) called as `train` calls them, each timed to block_until_ready.
+    Raises DoesNotFit before allocating when the state or the compiled chunk exceeds the
+    memory free on the device."""
+    import jax
+
+    from dreamerjax.run import memory
+    config, layout = point_config(opts, size, dtype)
+    plan, trainer = make_trainer(config, num_seeds)
+    have, where = memory.available()
+    mem = {"state_bytes": tree_bytes(trainer.abstract_state()), "available_bytes": have,
+           "available_where": where}
+    if mem["state_bytes"] > have:
+        raise DoesNotFit(f"does not fit: the run's state, {memory.fmt(mem['state_bytes'])}, "
+                         f"exceeds {memory.fmt(have)} {where}")
+    with counting_compiles() as compiles:
+        compiled, secs = compile_trainer_chunk(trainer)
+        mem["chunk_program_bytes"] = need = program_bytes(compiled)
+        if need is not None and need > have:
+            raise DoesNotFit(f"does not fit: the compiled chunk needs {memory.fmt(need)} "
+                             f"(XLA's memory analysis), more than {memory.fmt(have)} {where}")
+        before = len(compiles)
+        states = jax.block_until_ready(trainer.init())
+        chunks = []
+        for i in range(layout.chunks):
+            t = time.perf_counter()
+            states, ends = trainer.chunk(states, i)
+            states, _ = jax.block_until_ready((states, ends))
+            chunks.append({"seconds": time.perf_counter() - t,
+                           "updates": int(trainer.owed(i).sum())})
+            if i == layout.fill + layout.warm - 1:
+                before = len(compiles)  # compiles while the timed chunks ran: none expected
+        compiled_while_timed = len(compiles) - before
+    if (np.asarray(states.bad_update) >= 0).any():
+        raise FloatingPointError(f"non-finite loss in the {num_seeds}-seed bench")
+    acting = [c for c in chunks[1:layout.fill] if c["updates"] == 0]
+    timed = chunks[layout.fill + layout.warm:]
+    per_update = [c["seconds"] / c["updates"] for c in timed]
+    rows = layout.ticks * plan.setup.run.num_envs * num_seeds
+    return {
+        "size": "tiny" if opts.tiny else size,
+        "dtype": plan.setup.config.agent.compute_dtype, "seeds": num_seeds,
+        "seed_loop": plan.seed_loop, "ticks_per_chunk": layout.ticks,
+        "seconds_per_update": _stats(per_update),
+        "seconds_per_update_per_seed": _stats(np.asarray(per_update) / num_seeds),
+        "updates_timed": sum(c["updates"] for c in timed), "chunks_timed": len(timed),
+        "acting_rows_per_s": (float(np.median([rows / c["seconds"] for c in acting]))
+                              if acting else None),
+        "compile_seconds": secs, "compiled_while_timed": compiled_while_timed,
+        "memory": mem, "_setup": plan.setup,
+    }
+
+
+# ----------------------------------------------------------------------------- FLOPs per point
+
+
+def update_flops(setup) -> tuple[float | None, str]:
+    """(FLOPs of one seed's update with every scan step counted, their source): the
+    update program lowered with every lax.scan unrolled (pre-optimisation HLO; XLA counts
+    a rolled loop's body once), by the running backend's cost analysis or else the CPU's
+    (accelerators.program_flops)."""
+    import jax
+    program = update_program(setup)
+    states = abstract_states(setup, 1)
+    # JAX keeps the traces of jitted functions (loop._update's among them): one traced
+    # rolled would be reused here, one traced unrolled by the programs that come after.
+    jax.clear_caches()
+    try:
+        with unrolled_scans():
+            return accelerators.program_flops(program, (states,))
+    finally:
+        jax.clear_caches()
+
+
+def with_flops(point: dict, flops: float | None, source: str, device_kind: str) -> dict:
+    """The point's FLOPs per update, achieved FLOP/s (of every seed) and fraction of the
+    device's peak (accelerators.peak_flops; None where no peak is known)."""
+    import jax
+    med = point["seconds_per_update"]["median"]
+    achieved = flops * point["seeds"] / med if flops else None
+    peak, assumption = accelerators.peak_flops(
+        device_kind, point["dtype"], jax.config.jax_default_matmul_precision)
+    return {**point, "flops_per_update": flops, "flops_source": source,
+            "achieved_flops_per_s": achieved, "achieved_tflops_per_s":
+            achieved / 1e12 if achieved else None,
+            "peak_flops_per_s": peak, "peak_assumption": assumption,
+            "fraction_of_peak": achieved / peak if achieved and peak else None}
+
+
 # ----------------------------------------------------------------------------- driver
 
 
-def _time_ticks(fill, states, rows_per_call: int, reps: int = 3):
-    """(states, rows per second of the acting program `fill`): median of `reps` calls."""
+def compile_mode(opts: Options) -> str:
+    """--compile resolved: children (cold and warm figures from fresh processes) on a CPU,
+    in-process elsewhere (a TPU opens in one process at a time; an accelerator's compile
+    children cost minutes each)."""
     import jax
-    secs = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        states = jax.block_until_ready(fill(states))
-        secs.append(time.perf_counter() - t)
-    return states, rows_per_call / float(np.median(secs))
+    backend = jax.default_backend()
+    if opts.compile == "children" and backend in ("tpu",):
+        raise ValueError("--compile children: a TPU opens in one process at a time; use "
+                         "--compile in-process (the default off a CPU)")
+    if opts.compile == "auto":
+        return "children" if backend == "cpu" else "in-process"
+    return opts.compile
 
 
-def _time_seed_counts(setup, counts: list[int], opts: Options) -> dict:
-    """Per seed count: its update timed on a filled replay; for the first count also the
-    acting program's rows per second and XLA's cost analysis of its update."""
-    import jax
-    out = {"per_seed": {}, "rss": {}}
-    for n in counts:
-        compiled, _ = compile_update(setup, n)
-        fill = ticks_program(setup, opts.ticks)
-        states = jax.block_until_ready(fill(init_states(setup, n)))
-        if n == counts[0]:
-            out["compiled_xla"] = _cost(compiled)
-            states, out["rows_per_s"] = _time_ticks(
-                fill, states, opts.ticks * setup.run.num_envs * n)
-            out["rows_seeds"] = n
-        states, secs = time_updates(compiled, states, opts.warmup, opts.updates)
-        if (np.asarray(states.bad_update) >= 0).any():
-            raise FloatingPointError(f"non-finite loss during the {n}-seed bench")
-        out["per_seed"][str(n)] = _stats(np.asarray(secs) / n)
-        out["rss"][str(n)] = _rss_mib()  # cumulative: the process's peak so far
-        del states
-    return out
-
-
-def _config_of(setup, opts: Options) -> dict:
+def _config_of(setup, opts: Options, layout_ticks: int) -> dict:
     return {"env": ENV, "size": "tiny" if opts.tiny else opts.size,
             "batch_size": setup.run.batch_size, "batch_length": setup.run.batch_length,
             "imag_length": setup.config.agent.imag_length,
-            "num_envs": setup.run.num_envs, "updates": opts.updates,
+            "num_envs": setup.run.num_envs, "train_ratio": setup.run.train_ratio,
+            "updates": opts.updates, "ticks_per_chunk": layout_ticks,
             "compute_dtype": setup.config.agent.compute_dtype, "set": list(opts.set),
-            "warmup": opts.warmup, "replay_rows": opts.ticks * setup.run.num_envs}
+            "warmup": opts.warmup}
 
 
 def run_bench(opts: Options) -> dict:
     """Every figure of one bench run (see the module docstring)."""
-    counts = list(dict.fromkeys(opts.seeds))
-    cache = tempfile.mkdtemp(prefix="dreamerjax-bench-cache-")
-    # Cold and warm compiles each in a fresh process; the cold one starts from an empty
-    # cache directory, the warm one reads what the cold one wrote.
-    cold = _run_worker(cache, opts.tiny, counts, opts.set, opts.size)
-    warm = _run_worker(cache, opts.tiny, counts, opts.set, opts.size)
-    use_cache(cache)  # so this process reuses the programs compiled above
-
-    setup = make_setup(opts.tiny, opts.set, opts.size)
+    counts = list(dict.fromkeys(opts.seeds or DEFAULT_SEEDS))
+    mode = compile_mode(opts)
+    out: dict = {}
+    if mode == "children":
+        cache = tempfile.mkdtemp(prefix="dreamerjax-bench-cache-")
+        # Cold and warm compiles each in a fresh process; the cold one starts from an empty
+        # cache directory, the warm one reads what the cold one wrote.
+        cold = _run_worker(cache, opts, counts)
+        warm = _run_worker(cache, opts, counts)
+        use_cache(cache)  # so this process loads the programs compiled above
+        out.update(compile_seconds_cold=cold[str(counts[0])]["total"],
+                   compile_seconds_warm=warm[str(counts[0])]["total"],
+                   compile_by_seeds={"cold": _strip(cold), "warm": _strip(warm)},
+                   compile_peak_rss_mib=warm["children_peak_rss_mib"])
     info = machine()
-    timed = _time_seed_counts(setup, counts, opts)
-    # FLOPs of one seed's update (n seeds in one program do n times this).
-    flops_xla = float(timed["compiled_xla"]["flops"]) / counts[0]
-    flops = unrolled_flops(setup)
+    points, rss = {}, {}
+    for n in counts:
+        points[str(n)] = measure_point(opts, opts.size, None, n)
+        rss[str(n)] = _rss_mib()  # cumulative: the process's peak so far
+    setup = points[str(counts[0])].pop("_setup")
+    for p in points.values():
+        p.pop("_setup", None)
+    flops, source = update_flops(setup)
+    points = {n: with_flops(p, flops, source, info["device"]) for n, p in points.items()}
+    first = points[str(counts[0])]
     peak = matmul_peak()
     report_s, report_bytes = report_seconds()
-    achieved = flops / timed["per_seed"][str(counts[0])]["median"]
-    return {
-        "config": _config_of(setup, opts),
-        "machine": info,
-        "seconds_per_update_per_seed": timed["per_seed"],
-        "compile_seconds_cold": cold[str(counts[0])]["total"],
-        "compile_seconds_warm": warm[str(counts[0])]["total"],
-        "compile_by_seeds": {"cold": _strip(cold), "warm": _strip(warm)},
-        "rows_per_s_no_update": timed["rows_per_s"],
-        "rows_per_s_seeds": timed["rows_seeds"],
-        "flops_per_update_xla": flops_xla,
-        "flops_per_update": flops,
+    achieved = first["achieved_flops_per_s"]
+    out.update({
+        "config": _config_of(setup, opts, first["ticks_per_chunk"]),
+        "machine": info, "platform": info["backend"], "device_kind": info["device"],
+        "jax": info["jax"], "size": first["size"], "dtype": first["dtype"], "seeds": counts,
+        "compile_mode": mode, "points": points,
+        "seconds_per_update": {n: p["seconds_per_update"] for n, p in points.items()},
+        "seconds_per_update_per_seed": {n: p["seconds_per_update_per_seed"]
+                                        for n, p in points.items()},
+        "compile_seconds": first["compile_seconds"]["total"],
+        "rows_per_s_no_update": first["acting_rows_per_s"], "rows_per_s_seeds": counts[0],
+        "flops_per_update": flops, "flops_source": source,
         "flops_analytic": analytic_flops(setup),
-        "matmul_peak_flops_per_s": peak,
-        "matmul_n": MATMUL_N,
         "achieved_flops_per_s": achieved,
-        "efficiency": achieved / peak,
-        "peak_rss_mib": _rss_mib(),
-        "peak_rss_mib_after_seeds": timed["rss"],
-        "compile_peak_rss_mib": warm["children_peak_rss_mib"],
-        "report_seconds_wide": report_s,
-        "report_bytes_wide": report_bytes,
+        "peak_flops_per_s": first["peak_flops_per_s"],
+        "peak_assumption": first["peak_assumption"],
+        "fraction_of_peak": first["fraction_of_peak"],
+        "matmul_peak_flops_per_s": peak, "matmul_n": MATMUL_N,
+        "efficiency": achieved / peak if achieved else None,
+        "peak_rss_mib": _rss_mib(), "peak_rss_mib_after_seeds": rss,
+        "report_seconds_wide": report_s, "report_bytes_wide": report_bytes,
         "report_dims": REPORT_DIMS,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "dreamerjax bench " + " ".join(_argv(opts)),
-    }
+        "date": _now(), "command": "dreamerjax bench " + " ".join(_argv(opts)),
+    })
+    return out
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ----------------------------------------------------------------------------- sweep
+
+
+def sweep_points(opts: Options) -> list[tuple[str, str, int]]:
+    """(size, dtype, seeds) of --sweep, in the order they run: small sizes first."""
+    sizes = ("tiny",) if opts.tiny else opts.sizes
+    return [(s, d, n) for s in sizes for d in opts.dtypes
+            for n in (opts.seeds or SWEEP_SEEDS)]
+
+
+def _key(line: dict) -> tuple[str, str, int]:
+    return (line["size"], line["dtype"], int(line["seeds"]))
+
+
+def read_sweep(path: str | None) -> tuple[set, dict]:
+    """(points finished in the file at `path`, times each unfinished point was started)."""
+    done, started = set(), {}
+    if path and os.path.exists(path):
+        with open(path) as f:
+            for text in f:
+                with contextlib.suppress(ValueError, KeyError):
+                    line = json.loads(text)
+                    if line["status"] == "started":
+                        started[_key(line)] = started.get(_key(line), 0) + 1
+                    else:
+                        done.add(_key(line))
+    return done, {k: v for k, v in started.items() if k not in done}
+
+
+def run_sweep(opts: Options) -> int:
+    """--sweep: every (size, dtype, seeds) point timed in this process, one JSON line per
+    point printed (and appended to --out) as it finishes, so a command cut off by a time
+    limit keeps what it measured; run again with the same --out, it goes on from the
+    first point not in the file. A point that does not fit the device gets a line saying
+    so; a point started twice without finishing (cut off) is skipped with a line."""
+    import gc
+
+    import jax
+    start = time.perf_counter()
+    info = machine()
+    done, started = read_sweep(opts.out)
+    flops_of: dict = {}
+    too_big: set = set()
+    head = {"platform": info["backend"], "device_kind": info["device"], "jax": info["jax"]}
+
+    def emit(line: dict) -> None:
+        text = json.dumps({**line, **head, "date": _now()}, sort_keys=True)
+        print(text, flush=True)
+        if opts.out:
+            os.makedirs(os.path.dirname(opts.out) or ".", exist_ok=True)
+            with open(opts.out, "a") as f:
+                f.write(text + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+    for size, dtype, n in sweep_points(opts):
+        key = {"size": size, "dtype": dtype, "seeds": n}
+        if (size, dtype, n) in done:
+            continue
+        if opts.budget is not None and time.perf_counter() - start > opts.budget:
+            print(f"dreamerjax bench --sweep: --budget {opts.budget:g} s spent; run the same "
+                  "command again to go on", file=sys.stderr)
+            return 0
+        if started.get((size, dtype, n), 0) >= 2:
+            emit({**key, "status": "cut_off", "reason": "started twice without finishing "
+                  "(a time limit ended the command); skipped"})
+            continue
+        if any(s == size and d == dtype and m < n for s, d, m in too_big):
+            emit({**key, "status": "skipped", "reason": "fewer seeds of this size and "
+                  "dtype did not fit the device"})
+            continue
+        emit({**key, "status": "started"})
+        try:
+            point = measure_point(opts, SIZE if opts.tiny else size, dtype, n)
+            setup = point.pop("_setup")
+            if (size, dtype) not in flops_of:
+                flops_of[size, dtype] = update_flops(setup)
+            emit({**with_flops(point, *flops_of[size, dtype], info["device"]),
+                  **key, "status": "ok"})
+        except (DoesNotFit, MemoryError) as e:
+            too_big.add((size, dtype, n))
+            emit({**key, "status": "skipped", "reason": one_line(e)})
+        except Exception as e:  # noqa: BLE001 - an allocation the analysis did not foresee
+            if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
+                emit({**key, "status": "failed", "reason": one_line(e)[:500]})
+            else:
+                too_big.add((size, dtype, n))
+                emit({**key, "status": "skipped",
+                      "reason": "out of device memory: " + one_line(e)[:300]})
+        finally:
+            point = setup = None
+            gc.collect()
+            jax.clear_caches()
+    return 0
+
+
+def one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
 
 
 def report_seconds(dims: int = REPORT_DIMS, repeats: int = 3, seed: int = 0
@@ -449,16 +791,17 @@ def _strip(worker: dict) -> dict:
 
 def _argv(opts: Options) -> list[str]:
     out = ["--json"] if opts.json else []
+    out += ["--sweep"] if opts.sweep else []
     if opts.tiny:
         out.append("--tiny")
-    if opts.size != Options.size:
-        out += ["--size", opts.size]
-    if opts.seeds != Options.seeds:
-        out += ["--seeds", *map(str, opts.seeds)]
-    if opts.updates != Options.updates:
-        out += ["--updates", str(opts.updates)]
-    if opts.warmup != Options.warmup:
-        out += ["--warmup", str(opts.warmup)]
+    for name in ("size", "updates", "warmup", "stretch", "compile", "budget"):
+        value = getattr(opts, name)
+        if value != getattr(Options, name):
+            out += [f"--{name}", f"{value:g}" if isinstance(value, float) else str(value)]
+    for name in ("seeds", "sizes", "dtypes"):
+        value = getattr(opts, name)
+        if value is not None and value != getattr(Options, name):
+            out += [f"--{name}", *map(str, value)]
     for item in opts.set:
         out += ["--set", item]
     return out
@@ -472,23 +815,33 @@ def _g(x: float) -> str:
 
 
 def table_rows(r: dict) -> list[tuple[str, str]]:
-    """(label, value) pairs of one result."""
+    """(label, value) pairs of one result (of this version, or an older one's JSON)."""
     rows = []
     for n, s in r["seconds_per_update_per_seed"].items():
         rows.append((f"s / update / seed, {n} seed{'s' if n != '1' else ''}",
                      f"{s['median']:.3f} (p10 {s['p10']:.3f}, p90 {s['p90']:.3f})"))
-    rows += [
-        ("compile, cold (s)", f"{r['compile_seconds_cold']:.1f}"),
-        ("compile, warm cache (s)", f"{r['compile_seconds_warm']:.1f}"),
-        (f"rows / s, tick without updates ({r.get('rows_per_s_seeds', 1)} seed)",
-         f"{r['rows_per_s_no_update']:,.0f}"),
-        ("FLOPs / update (all scan steps)", _g(r["flops_per_update"])),
-        ("FLOPs / update (XLA, loop bodies once)", _g(r["flops_per_update_xla"])),
-        ("achieved FLOP/s (1 seed)", _g(r["achieved_flops_per_s"])),
-        (f"f32 matmul peak FLOP/s ({r.get('matmul_n', MATMUL_N)}^3)",
-         _g(r["matmul_peak_flops_per_s"])),
-        ("efficiency (achieved / peak)", f"{100 * r['efficiency']:.1f} %"),
-    ]
+    if "compile_seconds_cold" in r:
+        rows += [("compile, cold (s)", f"{r['compile_seconds_cold']:.1f}"),
+                 ("compile, warm cache (s)", f"{r['compile_seconds_warm']:.1f}")]
+    if "compile_seconds" in r:
+        rows.append(("compile, in this process (s)", f"{r['compile_seconds']:.1f}"))
+    if r.get("rows_per_s_no_update"):
+        rows.append((f"rows / s, tick without updates ({r.get('rows_per_s_seeds', 1)} seed)",
+                     f"{r['rows_per_s_no_update']:,.0f}"))
+    if r.get("flops_per_update"):
+        rows.append(("FLOPs / update (all scan steps)", _g(r["flops_per_update"])))
+    if "flops_per_update_xla" in r:
+        rows.append(("FLOPs / update (XLA, loop bodies once)", _g(r["flops_per_update_xla"])))
+    if r.get("achieved_flops_per_s"):
+        rows.append(("achieved FLOP/s (1 seed)" if "seeds" not in r else
+                     f"achieved FLOP/s ({r['seeds'][0]} seed(s))",
+                     _g(r["achieved_flops_per_s"])))
+    rows.append((f"f32 matmul peak FLOP/s ({r.get('matmul_n', MATMUL_N)}^3)",
+                 _g(r["matmul_peak_flops_per_s"])))
+    if r.get("efficiency"):
+        rows.append(("efficiency (achieved / peak)", f"{100 * r['efficiency']:.1f} %"))
+    if r.get("fraction_of_peak"):
+        rows.append(("fraction of the device's peak", f"{100 * r['fraction_of_peak']:.1f} %"))
     first = next(iter(r.get("peak_rss_mib_after_seeds", {}).items()), None)
     if first is not None:
         rows.append((f"peak RSS after the {first[0]}-seed phase (MiB)", f"{first[1]:,.0f}"))
@@ -573,8 +926,13 @@ def write_results(result: dict, out: str) -> list[str]:
 def main(args) -> int:
     """Entry of `dreamerjax bench` (args: cli.BenchArgs or anything with its fields)."""
     opts = Options.of(args)
+    error = accelerators.backend_error()
+    if error is not None:  # JAX_PLATFORMS asks for a backend this machine does not have
+        raise ValueError(error)
     if opts.env is not None:
         return env_main(opts)
+    if opts.sweep:
+        return run_sweep(opts)
     result = run_bench(opts)
     written = write_results(result, opts.out) if opts.out else []
     return _print_result(result, opts.json, format_table, written)
@@ -797,6 +1155,5 @@ if __name__ == "__main__":
     # The compile worker (_run_worker): XLA_FLAGS come from the parent's environment.
     if len(sys.argv) == 3 and sys.argv[1] == "--compile-worker":
         spec = json.loads(sys.argv[2])
-        print(json.dumps(compile_worker(spec["cache"], spec["tiny"], spec["seed_counts"],
-                                        tuple(spec.get("sets", ())), spec.get("size", SIZE))))
+        print(json.dumps(compile_worker(spec["cache"], spec["config"], spec["seed_counts"])))
         sys.exit(0)

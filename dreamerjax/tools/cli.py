@@ -195,7 +195,11 @@ def info_command(args: InfoArgs) -> int:
     from dreamerjax.config import docs_tables as config_docs
     from dreamerjax.envs.registry import MissingExtra
     from dreamerjax.run import rundir
+    from dreamerjax.tools import accelerators
 
+    error = accelerators.backend_error()
+    if error is not None:  # JAX_PLATFORMS asks for a backend this machine does not have
+        raise ValueError(error)
     config, provenance = resolve_args(args)
     print(config_docs.describe(config, provenance))
     try:
@@ -214,6 +218,13 @@ def info_command(args: InfoArgs) -> int:
     have, where = (memory.host_available(), memory.HOST_WHERE) if (
         config.run.replay_memory == "host") else memory.available()
     print(f"{memory.describe(setup, 1)} per seed ({memory.fmt(have)} {where})")
+    per_seed = memory.replay_bytes(setup, 1)
+    fit = have // per_seed if per_seed else 0
+    print(f"Seeds whose replays fit there: {fit:,}" + (
+        "" if fit else " (lower --steps or set run.replay_capacity; on an accelerator "
+        "--set run.replay_memory=host)"))
+    for line in accelerators.describe():
+        print(line)
     return 0
 
 
