@@ -1,6 +1,6 @@
 """Time the 1m CartPole update: `python benchmarks/bench_update.py [--seeds 1 3] [--updates 50]`.
 
-The same as `dreamerjax bench --json ...` (dreamerjax/tools/bench.py): prints one JSON
+The same as `dreamerjax bench --json ...` (dreamerjax/tools/bench/): prints one JSON
 object; `--out DIR` also writes DIR/bench_<backend>_<date>.json and DIR/README.md.
 """
 

@@ -10,16 +10,16 @@ another preset) with jax.train_devices = [0 .. N-1], so the seed's envs, replay 
 are split over a 'data' mesh axis of N devices and the gradients averaged over it: the
 global batch stays 16 x 64 (strong scaling). Each N runs in a fresh worker process (cold
 compile, its own peak RSS) through the run's own Trainer (driver.make_trainer, via
-dreamerjax/tools/bench.py's _Run and gate_chunks, as `dreamerjax bench --env` times a run),
-chunk by chunk, each chunk `--stretch` ticks: the chunks before the replay's gate only act;
-the `--rounds` chunks after it (acting, inserting and the 8 updates owed per tick) are
-timed. Per N: compile seconds of the first chunk (JAX's tracing, lowering and XLA compile
-events during it), its wall seconds, seconds per timed chunk, updates and rows per second
-of the timed chunks, the speed-up of updates per second against N = 1, peak RSS (and the
-devices' peak memory where the backend reports it). Without --devices: N = 1, then the
+dreamerjax/tools/bench/whole_run.py's _Run and gate_chunks, as `dreamerjax bench --env`
+times a run), chunk by chunk, each chunk `--stretch` ticks: the chunks before the replay's
+gate only act; the `--rounds` chunks after it (acting, inserting and the 8 updates owed per
+tick) are timed. Per N: compile seconds of the first chunk (JAX's tracing, lowering and XLA
+compile events during it), its wall seconds, seconds per timed chunk, updates and rows per
+second of the timed chunks, the speed-up of updates per second against N = 1, peak RSS (and
+the devices' peak memory where the backend reports it). Without --devices: N = 1, then the
 powers of two up to the device count the first worker sees. With --out the file is
-rewritten after every N, so a run cut short keeps the Ns it finished; --limit S stops
-a worker that would run past S seconds from the start and ends the list there.
+rewritten after every N, so a run cut short keeps the Ns it finished; --limit S stops a
+worker that would run past S seconds from the start and ends the list there.
 
 Mock CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=N, set before JAX
 starts) only check that this runs: the N devices share the same cores, so their figures

@@ -1,7 +1,7 @@
 """Where one dreamerjax update's time goes: the bench's 1-seed update program
-(dreamerjax/tools/bench.py) under `jax.profiler.trace`, the trace's per-instruction events summed
-and matched to the compiled HLO (what each instruction computes and the JAX op it came
-from). Prints one JSON object; nothing is asserted.
+(dreamerjax/tools/bench/programs.py) under `jax.profiler.trace`, the trace's
+per-instruction events summed and matched to the compiled HLO (what each instruction
+computes and the JAX op it came from). Prints one JSON object; nothing is asserted.
 
     python benchmarks/profile_update.py [--updates 3] [--top 40] [--out DIR]
 

@@ -1,4 +1,5 @@
-"""The package's rooms import only downward, and no module imports itself back.
+"""The package's rooms import only downward, no module imports itself back, and no module
+is over MAX_LINES lines.
 
 Every import is counted, those inside functions included (an import deferred for start-up
 speed is still a dependency). The order of the rooms is docs/architecture.md's.
@@ -10,6 +11,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "dreamerjax"
 # Bottom first: a module may import its own room and the rooms before it.
 ROOMS = ("config", "algo", "data", "envs", "viz", "run", "tools")
+# A module past this many lines is split by job into a package (as tools/bench/).
+MAX_LINES = 900
 
 
 def module_name(path: Path) -> str:
@@ -84,3 +87,23 @@ def test_no_import_cycle():
         if node not in state:
             visit(node, [node])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def long_modules(mods: dict[str, Path], limit: int = MAX_LINES) -> dict[str, int]:
+    """Module name -> its line count, for every module over `limit` lines."""
+    counts = {m: len(p.read_text().splitlines()) for m, p in mods.items()}
+    return {m: n for m, n in sorted(counts.items()) if n > limit}
+
+
+def test_no_module_over_max_lines():
+    long = long_modules(modules())
+    assert not long, f"modules over {MAX_LINES} lines (split each by job into a package): " + \
+        ", ".join(f"{m} ({n} lines)" for m, n in long.items())
+
+
+def test_long_module_is_named(tmp_path):
+    """The count is not vacuous: a file one line over the limit is named, one at it is not."""
+    (tmp_path / "over.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "at.py").write_text("x = 1\n" * MAX_LINES)
+    mods = {"pkg.over": tmp_path / "over.py", "pkg.at": tmp_path / "at.py"}
+    assert long_modules(mods) == {"pkg.over": MAX_LINES + 1}

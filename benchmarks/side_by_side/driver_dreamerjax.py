@@ -1,4 +1,4 @@
-"""Driver for dreamerjax: the program `dreamerjax bench` times (dreamerjax/tools/bench.py).
+"""Driver for dreamerjax: the program `dreamerjax bench` times (dreamerjax/tools/bench/programs.py).
 
 Run by run.py with the project's Python as `python driver_dreamerjax.py [--seeds N]`. The
 timed program is `jit(over_seeds(train_once), donate_argnums=0)` over N seeds (vmapped,
