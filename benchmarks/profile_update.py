@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     compiled, _ = bench.compile_update(setup, 1)
     text = compiled.as_text()
     index = hlo_index(text)
-    fill = bench.ticks_program(setup, bench.Options.ticks)
+    fill = bench.ticks_program(setup, bench.FILL_TICKS)
     states = jax.block_until_ready(fill(bench.init_states(setup, 1)))
     for _ in range(3):
         states = jax.block_until_ready(compiled(states))

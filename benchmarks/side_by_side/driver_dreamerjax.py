@@ -33,7 +33,7 @@ def build(num_seeds: int):
 
     setup = bench.make_setup(False)
     compiled, secs = bench.compile_update(setup, num_seeds)
-    fill = bench.ticks_program(setup, bench.Options.ticks)
+    fill = bench.ticks_program(setup, bench.FILL_TICKS)
     box = {"states": jax.block_until_ready(fill(bench.init_states(setup, num_seeds)))}
 
     def step():

@@ -14,6 +14,9 @@ SWEEP_SIZES = ("1m", "12m", "50m", "200m")
 SWEEP_SEEDS = (1, 4, 16)
 DTYPES = ("float32", "bfloat16")
 COMPILE_MODES = ("auto", "in-process", "children")
+# Ticks of rows in the replay before the bare update is timed (benchmarks/profile_update.py,
+# side_by_side): 100 ticks of 16 envs, 1,600 rows, past the protocol's gate at 1,040.
+FILL_TICKS = 100
 
 
 @dataclasses.dataclass(frozen=True)
