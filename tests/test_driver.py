@@ -127,6 +127,29 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     assert records.read_episodes(whole) == records.read_episodes(out)
 
 
+def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, capsys):
+    """`--resume` of a run at its last row trains nothing: one line says it is complete and
+    what to pass to go on, before anything is built or compiled."""
+    import shutil
+
+    from dreamerjax.tools import cli
+
+    out = tmp_path / "complete"
+    shutil.copytree(whole, out)
+    assert checkpoint.complete_rows(out, STEPS) == STEPS
+    assert checkpoint.complete_rows(out, 2 * STEPS) is None  # a grown run goes on
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a complete run was trained")
+
+    monkeypatch.setattr(driver, "train", refused)
+    assert cli.main(["train", "--resume", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == (f"dreamerjax train: {out} is complete at {STEPS} rows (--steps "
+                           f"{STEPS}); to train on, pass a larger --steps: dreamerjax train "
+                           f"--resume {out} --steps {2 * STEPS}")
+
+
 def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     """--target-return: the run ends at the first log point where every seed's evaluation
     reaches it, with that point's checkpoint, open-loop report and status line (the line

@@ -313,6 +313,20 @@ def _read_raw_meta(run_dir: str | os.PathLike, index: int) -> dict:
         manager.close()
 
 
+def complete_rows(run_dir: str | os.PathLike, steps: int) -> int | None:
+    """The rows of the run's newest checkpoint when they reach `steps` (the run is
+    complete and a resume would train nothing), else None. Reads its meta only (no
+    verification: a resume verifies before it restores)."""
+    found = _step_dirs(run_dir)
+    if not found:
+        return None
+    try:
+        rows = int(read_meta(run_dir, found[-1])["rows"])
+    except Exception:  # noqa: BLE001 - an unreadable newest one: the resume's checks say
+        return None
+    return rows if rows >= steps else None
+
+
 def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] | None:
     """latest_good's (index, meta) for readers that only load (eval, load_policy, export):
     a damaged newest checkpoint is skipped with a one-line warning and left in place (only

@@ -546,6 +546,11 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
         raise ValueError("plan: made for another config, seeds or devices than train's")
     setup = plan.setup
+    done = ckpt.complete_rows(out, setup.run.steps) if resume else None
+    if done is not None and jax.process_index() == 0:  # said at once; the call returns
+        print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
+              f"nothing to train; to train on, resume it with a larger steps, e.g. "
+              f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     # Started, they run until closed: any failure from here on (the precompile child, the
