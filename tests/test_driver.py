@@ -138,6 +138,10 @@ def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, 
     shutil.copytree(whole, out)
     assert checkpoint.complete_rows(out, STEPS) == STEPS
     assert checkpoint.complete_rows(out, 2 * STEPS) is None  # a grown run goes on
+    # the meta records the layout the run was made with (one process, one device)
+    last = checkpoint.indices(out)[-1]
+    assert checkpoint.read_meta(out, last)[checkpoint.LAYOUT_META] == {
+        "processes": 1, "devices_per_process": 1, "mesh": {}}
 
     def refused(*args, **kwargs):
         raise AssertionError("a complete run was trained")

@@ -270,6 +270,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoi
 def _meta(run: Run, point: LogPoint, host: dict, writer, wall: float) -> dict:
     return {"config": run.config.to_dict(), "seeds": list(run.seeds),
             "log_index": point.log_index, "rows": point.rows,
+            ckpt.LAYOUT_META: ckpt.run_layout(run.trainer.plan.mesh),
             "updates": [int(u) for u in host["updates"]], "wall_s": wall,
             "positions": writer.positions(),
             "callbacks": {cb.name: cb.state_dict() for cb in run.callbacks}}
@@ -546,6 +547,8 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
         raise ValueError("plan: made for another config, seeds or devices than train's")
     setup = plan.setup
+    if resume:  # another device layout than the run's, refused before anything compiles
+        ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
     done = ckpt.complete_rows(out, setup.run.steps) if resume else None
     if done is not None and jax.process_index() == 0:  # said at once; the call returns
         print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
