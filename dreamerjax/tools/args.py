@@ -334,7 +334,8 @@ class CompareArgs:
     reference: Path | None = None
     """Directory of the reference runs (ref_s{seed}/records.jsonl ...)."""
     out: Path | None = None
-    """Where compare.md, summary.json and curves.png go (default: the run directory)."""
+    """Where compare.md, summary.json and compare.png go (default: the run directory,
+    whose own curves.png stays as training drew it)."""
     smoke: bool = False
     """Smoke mode: short runs, only the structural checks."""
 
