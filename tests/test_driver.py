@@ -167,6 +167,10 @@ def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     recs = driver.train(cfg, (0,), str(out), compile_cache=False, target_return=-1.0).records
     assert [r["rows"] for r in recs] == [160]  # CartPole's returns are >= 0 > -1
     err = capsys.readouterr().err
+    # said at once, before the compile (a notebook sees it; stderr here is no terminal)
+    assert err.splitlines()[0] == ("[dreamerjax] CartPole-v1, seeds [0]: 320 rows, a log "
+                                   "point every 160; compiling, then training to the first "
+                                   "(a line at every log point)")
     said = [line for line in err.splitlines()  # the progress bar's lines left out
             if line.startswith(("[dreamerjax] rows", "dreamerjax:"))]
     assert said[-2].startswith("[dreamerjax] rows 160 updates 15 eval_return "), err
