@@ -24,7 +24,7 @@ _API = {
     "Callback": "dreamerjax.run.driver",
     "LogPoint": "dreamerjax.run.driver",
     "StopRequest": "dreamerjax.run.driver",
-    "make_config": "dreamerjax.config.resolve",
+    "make_config": "dreamerjax.run.api",
     "Reference": "dreamerjax.config.defaults",
     "load_policy": "dreamerjax.run.policy",
     "evaluate": "dreamerjax.run.api",

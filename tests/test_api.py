@@ -159,3 +159,25 @@ def test_make_config_layers_errors_and_versions():
     assert head.env.dmc.repeat == 1 and make().env.dmc.repeat != 1  # HEAD's env defaults
     with pytest.raises(ConfigError, match="reference 'v3'; choose one of 29eb964, e3f0224"):
         make(reference="v3")
+
+
+def test_make_config_names_the_argument_that_fixes_it_and_a_wrong_env_first():
+    from dreamerjax.config.keys import ConfigError
+    from dreamerjax.run.setup import EnvError
+
+    make = dreamerjax.make_config
+    with pytest.raises(ConfigError) as e:
+        make("CartPole-v1", steps=1200)
+    assert str(e.value) == ("run.eval_every_rows: 2000 must divide run.steps (1200) so the "
+                            "run ends on a log point; pass eval_every=1200 or steps=2000")
+    assert make("CartPole-v1", steps=1200, eval_every=1200).run.steps == 1200  # the fix runs
+    with pytest.raises(ConfigError, match=r"longer than the replay .*; pass steps=1200$"):
+        make("CartPole-v1", steps=400, eval_every=400)
+    assert make("CartPole-v1", steps=1200, eval_every=400).run.steps == 1200
+    # A misspelt env is named before the replay that its short run would not fill.
+    with pytest.raises(EnvError, match=r"^--env 'CartPol-v1': unknown gymnax env"):
+        make("CartPol-v1", steps=400, eval_every=400)
+    pytest.importorskip("gymnasium")
+    with pytest.raises(EnvError, match=r"^--env gym_CartPol-v1: .*CartPol"):
+        make("gym_CartPol-v1", steps=400, eval_every=400)
+

@@ -190,6 +190,21 @@ def test_cli_evaluates_a_run_of_an_env_a_module_registers(tmp_path, monkeypatch,
                          "--import", "api_corridor_envs"]) == 0
         assert cli.main(["eval", str(out), "--import", "no_such_module_here"]) == 2
         assert "--import no_such_module_here" in capsys.readouterr().err
+        # Registered by a script or notebook (recorded as such): the fix is named at once.
+        (out / "config.json").write_text(json.dumps(saved | {"env_registered_in_script": True}))
+        _forget("api_corridor_envs", "importedcorridor")
+        registry.REGISTERED_BY.pop("importedcorridor_walk", None)
+        assert cli.main(["eval", str(out), "--episodes", "2"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (f"dreamerjax eval: error: {out / 'config.json'}: the run's env "
+                       "'importedcorridor_walk' was registered with dreamerjax.register_env "
+                       "in a script or notebook, which this process has not run: pass "
+                       "--import MODULE (a module that registers it) or call "
+                       "dreamerjax.register_env first")
+        with pytest.raises(ValueError, match="in a script or notebook, which this process"):
+            dreamerjax.load_policy(str(out))
+        assert cli.main(["eval", str(out), "--episodes", "2",
+                         "--import", "api_corridor_envs"]) == 0
         # A recorded module that is gone is named, and the env error says what to do.
         (out / "config.json").write_text(json.dumps(saved | {"env_modules": ["gone_envs"]}))
         _forget("api_corridor_envs", "importedcorridor")
@@ -209,6 +224,10 @@ def test_an_env_registered_by_a_script_records_no_module():
         assert registry.REGISTERED_BY["scriptcorridor_walk"] == "__main__"
         assert registry.registering_modules("scriptcorridor_walk") == ()
         assert registry.registering_modules("CartPole-v1") == ()
+        # ... but that a script did, so that a fresh process can say what to do
+        config = small_config("scriptcorridor_walk")
+        assert records.config_file(config, (0,))["env_registered_in_script"] is True
+        assert "env_registered_in_script" not in records.config_file(small_config(), (0,))
     finally:
         registry.SUITES.pop("scriptcorridor", None)
         registry.REGISTERED_BY.pop("scriptcorridor_walk", None)

@@ -309,3 +309,59 @@ def test_join_until_waits_for_a_thread_that_has_not_started_yet():
     threading.Timer(0.05, worker.start).start()
     ckpt._join_until(worker, time.monotonic() + 10)
     assert ran == [1] and not worker.is_alive()
+
+
+def _two_process_layout():
+    """The meta's layout a run of 2 processes with 1 device each writes (run_layout)."""
+    return {"processes": 2, "devices_per_process": 1, "mesh": {"seed": 2}}
+
+
+def test_the_meta_records_the_layout_and_a_resume_with_another_is_refused(tmp_path):
+    one = ckpt.run_layout(None)
+    assert one == {"processes": 1, "devices_per_process": 1, "mesh": {}}
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("seed",))
+    assert ckpt.run_layout(mesh) == {"processes": 1, "devices_per_process": 1,
+                                     "mesh": {"seed": 1}}
+    ckpt.check_layout(tmp_path, one)  # no checkpoint: nothing to check
+    ckpt.save(tmp_path, 0, _state(), {"rows": 80})  # written before layouts were recorded
+    ckpt.check_layout(tmp_path, one)
+    ckpt.save(tmp_path, 1, _state(), {"rows": 160, ckpt.LAYOUT_META: _two_process_layout()})
+    ckpt.check_layout(tmp_path, _two_process_layout())
+    with pytest.raises(ValueError) as e:
+        ckpt.check_layout(tmp_path, one)
+    assert str(e.value) == (
+        f"--resume {tmp_path}: the run was made with 2 processes x 1 device (mesh seed=2); "
+        "this resume has 1 process x 1 device (mesh none): resume it with the processes "
+        "and devices it was made with (--distributed --num-processes 2, --devices, "
+        "--data-devices)")
+    # over several processes the devices count too; in one process they may change
+    other = {"processes": 2, "devices_per_process": 2, "mesh": {"seed": 2, "data": 2}}
+    with pytest.raises(ValueError, match="this resume has 2 processes x 2 devices"):
+        ckpt.check_layout(tmp_path, other)
+    ckpt.save(tmp_path, 2, _state(), {"rows": 240, ckpt.LAYOUT_META: {
+        "processes": 1, "devices_per_process": 2, "mesh": {"seed": 2}}})
+    ckpt.check_layout(tmp_path, one)
+
+
+def test_resume_of_a_two_process_run_in_one_process_is_one_line(tmp_path, capsys,
+                                                                 monkeypatch):
+    """`dreamerjax train --resume` of a run whose checkpoint says 2 processes, in one
+    process: refused in one line before the trainer is built (nothing compiles)."""
+    from _runs import small_config
+
+    from dreamerjax.run import driver, records
+    from dreamerjax.tools import cli
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(records.config_file(small_config(), (0,))))
+    ckpt.save(out, 0, _state(), {"rows": 80, ckpt.LAYOUT_META: _two_process_layout()})
+
+    def built(*args, **kwargs):
+        raise AssertionError("the trainer was built")
+
+    monkeypatch.setattr(driver, "make_trainer", built)
+    assert cli.main(["train", "--resume", str(out), "--no-precompile"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dreamerjax train: error: --resume ")
+    assert "made with 2 processes x 1 device (mesh seed=2); this resume has 1 process" in err

@@ -115,6 +115,20 @@ def _train_error(argv, capsys):
     (["--resume", "{tmp}/full", "--logger.outputs", "jsonl", "scope"],
      "logger.outputs: 'scope' is not an output here"),
     (["--resume", "{tmp}/noconfig"], "cannot read the run's config"),
+    # The fix named as the flag to pass, and a wrong env before the replay's sizes.
+    (["--out", "{tmp}/r", "--env", "CartPole-v1", "--steps", "1200"],
+     "run.eval_every_rows: 2000 must divide run.steps (1200) so the run ends on a log point;"
+     " pass --eval-every 1200 or --steps 2000"),
+    (["--out", "{tmp}/r", "--steps", "400", "--eval-every", "400"],
+     "min(replay.size, run.steps) / run.num_envs); pass --steps 1200"),
+    (["--out", "{tmp}/r", "--env", "CartPol-v1", "--steps", "400", "--eval-every", "400"],
+     "--env 'CartPol-v1': unknown gymnax env 'CartPol-v1'"),
+    (["--out", "{tmp}/r", "--env", "gym_CartPol-v1", "--steps", "400", "--eval-every",
+      "400"], "--env gym_CartPol-v1: Environment `CartPol` doesn't exist"),
+    # A damaged config.json is named so, with its first bad key.
+    (["--resume", "{tmp}/empty"], "empty/config.json is damaged: no 'seeds'"),
+    (["--resume", "{tmp}/nosteps"], "nosteps/config.json is damaged: no 'run.steps'"),
+    (["--resume", "{tmp}/noseeds"], "noseeds/config.json is damaged: 'seeds' is []"),
 ])
 def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     from dreamerjax.config.defaults import Config
@@ -124,6 +138,15 @@ def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     (tmp_path / "full" / "config.json").write_text(json.dumps(
         Config(size="1m").to_dict() | {"seeds": [0, 1]}))
     (tmp_path / "noconfig").mkdir()
+    saved = Config(size="1m").to_dict() | {"seeds": [0, 1]}
+    for name, text in (("empty", "{}"),
+                       ("nosteps", json.dumps(saved | {"run": {
+                           k: v for k, v in saved["run"].items() if k != "steps"}})),
+                       ("noseeds", json.dumps(saved | {"seeds": []}))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(text)
+    if "gym_" in " ".join(argv):
+        pytest.importorskip("gymnasium")
     # Validation must fail before the driver (and with it JAX) is imported.
     monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
     err = _train_error([a.format(tmp=tmp_path) for a in argv], capsys)

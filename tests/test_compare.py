@@ -204,9 +204,14 @@ def test_passing_run_without_reference_uses_the_protocols_reference_range(tmp_pa
     run = make_run(tmp_path / "run")
     assert compare_main(run, None, None, None) == 0
     out = tmp_path / "run"
-    for name in ("compare.md", "summary.json", "curves.png"):
+    for name in ("compare.md", "summary.json", "compare.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0
-    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert f"compare: wrote {out / 'compare.md'}, {out / 'summary.json'} and " \
+           f"{out / 'compare.png'}" in printed  # where, with no --out
+    assert "A = 190.0" in printed
+    assert "![eval and S2 curves](compare.png)" in (out / "compare.md").read_text()
     summ = read_summary(out)
     assert (summ["lo"], summ["hi"]) == (241.0, 386.0)
     assert "the protocol's reference range" in summ["reference_source"]
@@ -225,7 +230,6 @@ def test_passing_run_without_reference_uses_the_protocols_reference_range(tmp_pa
     assert "rew/dist" not in md  # */dist dropped
     assert "two-hot expectation: exact (default)" in md
     assert "exact mirror-difference sum" in md
-    assert "A = 190.0" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("env, passes", [
@@ -267,6 +271,7 @@ def test_reference_per_seed_layout(tmp_path):
     windows = statistics.window_table(ref_rs, (0, 1, 2))
     assert windows[4000]["vector_loss"].mean == pytest.approx(1 / 2 + 0.01)  # seeds 0-2
     assert not (tmp_path / "run" / "compare.md").exists()  # --out respected
+    assert (out / "compare.png").is_file()
 
 
 def test_reference_single_file_layout_and_ajax_names(tmp_path):
@@ -392,8 +397,11 @@ def test_broken_inputs_fail(tmp_path, breakage, check, capsys):
     summ = read_summary(run)
     assert any(name.startswith(check) for name in failed_checks(summ)), summ["checks"]
     assert summ["A"] is None
-    assert not (run / "curves.png").exists()
-    assert "check failed" in capsys.readouterr().err
+    assert not (run / "compare.png").exists()
+    err = capsys.readouterr().err
+    assert "check failed" in err
+    assert f"compare: wrote the failed checks to {run / 'compare.md'} and " \
+           f"{run / 'summary.json'}" in err
 
 
 def test_reference_check_failure_and_missing_seed(tmp_path):
@@ -537,3 +545,27 @@ def test_schedule_follows_the_runs_reference_version():
     old_s, head_s = inputs.schedule_from_config(old), inputs.schedule_from_config(head)
     assert [old_s.expected_updates(n) for n in (2000, 4000, 20000)] == [481, 1481, 9481]
     assert [head_s.expected_updates(n) for n in (2000, 4000, 20000)] == [0, 977, 8977]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_compare_never_touches_the_runs_own_curves_and_writes_only_into_out(tmp_path, broken):
+    """A run's curves.png (training's plot) is the same byte for byte after compare, with
+    --out nothing of compare's lands in the run, passing or with a failed check."""
+    from dreamerjax.viz import plots
+
+    run = Path(make_run(tmp_path / "run"))
+    plots.plot_curves(inputs.read_jsonl(run / "records.jsonl"), run / "curves.png",
+                      env="CartPole-v1")
+    if broken:  # an input check fails
+        recs = inputs.read_jsonl(run / "records.jsonl")
+        del recs[0]["wall_s"]
+        write_jsonl(run / "records.jsonl", recs)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    out = tmp_path / "report"
+    assert compare_main(str(run), None, str(out), None) == (1 if broken else 0)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    written = {"compare.md", "summary.json"} | (set() if broken else {"compare.png"})
+    assert {p.name for p in out.iterdir()} == written
+    assert compare_main(str(run), None, None, None) == (1 if broken else 0)  # into the run
+    assert (run / "curves.png").read_bytes() == before["curves.png"]
+

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from dreamerjax.config import resolve as R
+from dreamerjax.config.defaults import Config
 from dreamerjax.tools import args as cli_args
 from dreamerjax.tools import cli
 
@@ -101,7 +102,7 @@ def test_train_validates_the_resolved_config_before_compiling(tmp_path, capsys):
 def test_resume_refuses_config_changes(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.json").write_text(json.dumps({"seeds": [0]}))
+    (run / "config.json").write_text(json.dumps(Config().to_dict() | {"seeds": [0]}))
     for flag, message in ((["--configs", "size12m"], "--configs cannot change a run"),
                           (["--set", "opt.lr=1e-3"],
                            "--set opt.lr=1e-3: opt.lr cannot change on --resume"),

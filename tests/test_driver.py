@@ -127,6 +127,33 @@ def test_resume_after_a_clean_stop_is_bitwise_equal(whole, tmp_path):
     assert records.read_episodes(whole) == records.read_episodes(out)
 
 
+def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, capsys):
+    """`--resume` of a run at its last row trains nothing: one line says it is complete and
+    what to pass to go on, before anything is built or compiled."""
+    import shutil
+
+    from dreamerjax.tools import cli
+
+    out = tmp_path / "complete"
+    shutil.copytree(whole, out)
+    assert checkpoint.complete_rows(out, STEPS) == STEPS
+    assert checkpoint.complete_rows(out, 2 * STEPS) is None  # a grown run goes on
+    # the meta records the layout the run was made with (one process, one device)
+    last = checkpoint.indices(out)[-1]
+    assert checkpoint.read_meta(out, last)[checkpoint.LAYOUT_META] == {
+        "processes": 1, "devices_per_process": 1, "mesh": {}}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a complete run was trained")
+
+    monkeypatch.setattr(driver, "train", refused)
+    assert cli.main(["train", "--resume", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == (f"dreamerjax train: {out} is complete at {STEPS} rows (--steps "
+                           f"{STEPS}); to train on, pass a larger --steps: dreamerjax train "
+                           f"--resume {out} --steps {2 * STEPS}")
+
+
 def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     """--target-return: the run ends at the first log point where every seed's evaluation
     reaches it, with that point's checkpoint, open-loop report and status line (the line
@@ -140,6 +167,10 @@ def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     recs = driver.train(cfg, (0,), str(out), compile_cache=False, target_return=-1.0).records
     assert [r["rows"] for r in recs] == [160]  # CartPole's returns are >= 0 > -1
     err = capsys.readouterr().err
+    # said at once, before the compile (a notebook sees it; stderr here is no terminal)
+    assert err.splitlines()[0] == ("[dreamerjax] CartPole-v1, seeds [0]: 320 rows, a log "
+                                   "point every 160; compiling, then training to the first "
+                                   "(a line at every log point)")
     said = [line for line in err.splitlines()  # the progress bar's lines left out
             if line.startswith(("[dreamerjax] rows", "dreamerjax:"))]
     assert said[-2].startswith("[dreamerjax] rows 160 updates 15 eval_return "), err

@@ -129,6 +129,64 @@ def wide_run(tmp_path_factory):
     return out, recs
 
 
+def test_compile_clock_counts_compiles_not_runs():
+    """The seconds left out of a log interval's updates/s: a program's first call traces
+    and compiles it (counted), a second call of it only runs (nothing counted)."""
+    import jax
+    import jax.numpy as jnp
+
+    clock = host_time.CompileClock()
+    fn = jax.jit(lambda x: jnp.tanh(x) * 3.0 + x.sum())
+    with clock:
+        fn(jnp.ones((17, 5))).block_until_ready()
+        assert clock.take() > 0
+        fn(jnp.ones((17, 5))).block_until_ready()
+        assert clock.take() == 0
+    jax.jit(lambda x: x - 1)(jnp.ones(3))  # after leaving, nothing is listened to
+    assert clock.take() == 0
+
+
+def test_heartbeat_says_what_runs_where_no_bar_is_drawn(capsys):
+    import time
+
+    beat = host_time.Heartbeat(0.02)
+    with beat:
+        time.sleep(0.1)  # nothing said yet: no line
+        assert capsys.readouterr().err == ""
+        beat.say("compiling and training to row 160")
+        deadline = time.time() + 30
+        while "row 160" not in capsys.readouterr().err:
+            assert time.time() < deadline, "no heartbeat line"
+            time.sleep(0.05)
+    capsys.readouterr()
+    time.sleep(0.1)
+    assert capsys.readouterr().err == ""  # stopped on exit
+    with host_time.Heartbeat(0.02, enabled=False) as quiet:
+        quiet.say("training")
+        time.sleep(0.1)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_notebook_gets_a_progress_bar(monkeypatch):
+    """In a Jupyter kernel (stderr no terminal) train draws tqdm.auto's bar; in a job's
+    log (no terminal, no kernel) none, the status and heartbeat lines alone."""
+    import sys
+    import types
+
+    assert not driver._in_notebook()
+    assert driver._progress(True, 100, 0) is None  # pytest's stderr is no terminal
+    shell = types.SimpleNamespace(kernel=object(), config={"IPKernelApp": {}})
+    monkeypatch.setitem(sys.modules, "IPython",
+                        types.SimpleNamespace(get_ipython=lambda: shell))
+    assert driver._in_notebook()
+    bar = driver._progress(True, 100, 20)
+    try:
+        assert bar is not None and (bar.n, bar.total) == (20, 100)
+    finally:
+        bar.close()
+    assert driver._progress(False, 100, 0) is None
+
+
 def test_records_carry_host_seconds_and_report_every_zero_writes_no_report(wide_run):
     out, recs = wide_run
     assert recs[-1]["updates"] > 0  # a report could have been drawn

@@ -190,7 +190,7 @@ def test_missing_values_repeats_and_unknown_flags(root):
     ("", "must not be empty"), ("{root}/missing", "no such run directory"),
     ("{root}/file", "no such run directory"), ("{root}/noconfig", "cannot read the run's"),
     ("{root}/badconfig", "cannot read the run's"), ("{root}/dirconfig", "cannot read"),
-    ("{root}/listconfig", "cannot read the run's"),
+    ("{root}/listconfig", "config.json is damaged: holds a list"),
 ])
 def test_resume_missing_or_unreadable(root, value, message):
     line = _refused(["train", "--resume", value.format(root=root)], root, "--resume")

@@ -30,9 +30,10 @@ from dreamerjax.config.keys import (
     _without_retired,
 )
 
-RUN_FILE_KEYS = ("seeds", "env_modules")
-"""The keys of a run's config.json beside the config's sections: its seeds and the modules
-that registered its env (run/records.py writes and reads them)."""
+RUN_FILE_KEYS = ("seeds", "env_modules", "env_registered_in_script")
+"""The keys of a run's config.json beside the config's sections: its seeds, the modules
+that registered its env, and whether a script or notebook did (run/records.py writes and
+reads them)."""
 
 # ---------------------------------------------------------------------------------------
 # Field types

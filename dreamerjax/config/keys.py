@@ -37,7 +37,35 @@ from dreamerjax.config.defaults import SIZES, TINY, Config
 
 
 class ConfigError(ValueError):
-    """A configuration key or value that cannot run, found before anything compiles."""
+    """A configuration key or value that cannot run, found before anything compiles.
+
+    fix: (dotted key, value) pairs, any one of which would make the config run; the
+    message names them as the Python API spells them (make_config's arguments: a flag's
+    field name, else `sets`), and the command line as its flags (fix_text).
+    """
+
+    def __init__(self, message: str, fix: Iterable[tuple[str, Any]] = ()) -> None:
+        self.problem, self.fix = message, tuple(fix)
+        super().__init__(message + fix_text(self.fix, python_spelling))
+
+
+def python_spelling(key: str, value: Any) -> str:
+    """A key's value as make_config takes it: `eval_every=400`, `sets=["k=v"]`."""
+    flag = next((f for f, k in FLAG_KEYS.items() if k == key), None)
+    return f"{flag}={value!r}" if flag else f'sets=["{key}={value}"]'
+
+
+def cli_spelling(key: str, value: Any) -> str:
+    """A key's value as the command line takes it: `--eval-every 400`, `--set k=v`."""
+    flag = next((f for f, k in FLAG_KEYS.items() if k == key), None)
+    return f"--{flag.replace('_', '-')} {value}" if flag else f"--set {key}={value}"
+
+
+def fix_text(fix: tuple[tuple[str, Any], ...], spell) -> str:
+    """'; pass A or B' of a ConfigError's fixes in one interface's spelling."""
+    if not fix:
+        return ""
+    return "; pass " + " or ".join(spell(key, value) for key, value in fix)
 
 
 class NotResumable(ConfigError):
@@ -413,5 +441,6 @@ REFUSED_NAMED: dict[str, str] = {
 __all__ = [
     "FIXED", "FLAG_KEYS", "FLAG_VALUES", "IS_PATTERN", "KEYS", "MAY_BE_EMPTY", "NAMED",
     "OUR_KEYS", "REFERENCE_KEYS", "REFUSED", "RESUMABLE_FIELDS", "RETIRED_KEYS",
-    "UNKEYED_FIELDS", "ConfigError", "NotResumable", "steps_may_grow", "_without_retired",
+    "UNKEYED_FIELDS", "ConfigError", "NotResumable", "cli_spelling", "fix_text",
+    "python_spelling", "steps_may_grow", "_without_retired",
 ]

@@ -124,11 +124,18 @@ def _check_log_points(flat: dict[str, Any]) -> None:
     """Log points fall on whole ticks (every env steps once a tick) and end the run."""
     steps, every, envs = flat["run.steps"], flat["run.eval_every_rows"], flat["run.num_envs"]
     if every % envs:
+        fit = max(envs, every // envs * envs)
         raise ConfigError(f"run.eval_every_rows: {every} must be a multiple of run.num_envs "
-                          f"({envs}): a log point comes after a whole tick of every env")
+                          f"({envs}): a log point comes after a whole tick of every env",
+                          fix=[("run.eval_every_rows", fit)])
     if steps % every:
+        # the largest log interval up to the one asked that ends the run on a log point,
+        # or the run made long enough for whole intervals
+        divisors = [d for d in range(envs, min(every, steps) + 1, envs) if steps % d == 0]
+        fix = [("run.eval_every_rows", divisors[-1])] if divisors else []
         raise ConfigError(f"run.eval_every_rows: {every} must divide run.steps ({steps}) so "
-                          "the run ends on a log point")
+                          "the run ends on a log point",
+                          fix=[*fix, ("run.steps", -(-steps // every) * every)])
 
 
 def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
@@ -211,10 +218,17 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
                           f"replay_context {flat['replay_context']}")
     rows = replay_rows_per_env(config.run)
     if length > rows:
-        source = ("run.replay_capacity" if config.run.replay_capacity
-                  else "min(replay.size, run.steps) / run.num_envs")
+        run = config.run
+        if run.replay_capacity:
+            source, fix = "run.replay_capacity", [("run.replay_capacity", length)]
+        else:
+            source = "min(replay.size, run.steps) / run.num_envs"
+            need = length * run.num_envs  # rows of the whole run that fill one sequence
+            fix = [("run.steps", -(-need // run.eval_every) * run.eval_every)]
+            if run.replay_size < need:
+                fix = [("replay.size", need)]
         raise ConfigError(f"batch_length: {length} rows are longer than the replay "
-                          f"({rows} rows per env = {source})")
+                          f"({rows} rows per env = {source})", fix=fix)
     for key in ("enc.simple.mults", "dec.simple.mults"):
         if not flat[key] or any(m <= 0 for m in flat[key]):
             raise ConfigError(f"{key}: needs one or more positive multipliers, got "

@@ -100,6 +100,12 @@ def registering_modules(env_id: str) -> tuple[str, ...]:
     return (module,) if module and module != "__main__" else ()
 
 
+def registered_in_script(env_id: str) -> bool:
+    """Whether a script or notebook (`__main__`) registered `env_id`: a fresh process
+    finds it only if it runs that registration again (--import MODULE, register_env)."""
+    return REGISTERED_BY.get(env_id) == "__main__"
+
+
 def register(suite: Suite) -> Suite:
     """Add a suite (the suites below, or a user's own)."""
     if "_" in suite.name:

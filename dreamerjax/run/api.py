@@ -1,12 +1,13 @@
-"""The Python API's run-directory half: evaluate a run, load its config, and the process
-settings the command line applies (`dreamerjax.evaluate`, `dreamerjax.load_config`,
-`dreamerjax.cli_settings`). Thin: each calls the functions `dreamerjax eval` and
-`dreamerjax train` use."""
+"""The Python API's run-directory half: make a config, evaluate a run, load its config, and
+the process settings the command line applies (`dreamerjax.make_config`,
+`dreamerjax.evaluate`, `dreamerjax.load_config`, `dreamerjax.cli_settings`). Thin: each
+calls the functions `dreamerjax eval` and `dreamerjax train` use."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from dreamerjax.config.defaults import Config
+from dreamerjax.config import resolve
+from dreamerjax.config.defaults import Config, RunConfig
+from dreamerjax.config.keys import ConfigError
+
+
+@functools.wraps(resolve.make_config, assigned=("__doc__",))
+def make_config(env: str | None = None, **kwargs: Any) -> Config:
+    # resolve.make_config with a wrong env id named before the config's other errors
+    # (EnvError, run/setup.check_env): `--steps 400` of a misspelt env is the env's error.
+    try:
+        return resolve.make_config(env, **kwargs)
+    except ConfigError:
+        if env is not None:  # the env with its suite's default settings
+            from dreamerjax.run import setup as setup_lib
+
+            setup_lib.check_env(Config(run=RunConfig(env=env)))
+        raise
 
 
 def load_config(run_dir: str | os.PathLike) -> Config:

@@ -313,6 +313,74 @@ def _read_raw_meta(run_dir: str | os.PathLike, index: int) -> dict:
         manager.close()
 
 
+LAYOUT_META = "layout"  # in the meta: the processes and devices the run was made with
+
+
+def run_layout(mesh: jax.sharding.Mesh | None) -> dict:
+    """The device layout of a run, as its checkpoints record it: {"processes",
+    "devices_per_process", "mesh": {axis: size}} (mesh: the plan's, None for one
+    device). A multi-process checkpoint holds each process's shards of this layout, which
+    no restore checks (it has no packed layout), so a resume must be made alike."""
+    processes = jax.process_count()
+    devices = 1 if mesh is None else int(mesh.devices.size)
+    return {"processes": processes, "devices_per_process": max(1, devices // processes),
+            "mesh": {} if mesh is None else {str(k): int(v) for k, v in mesh.shape.items()}}
+
+
+def describe_layout(layout: Mapping) -> str:
+    """'2 processes x 1 device (mesh seed=2)' of a run_layout."""
+    p, d = int(layout["processes"]), int(layout["devices_per_process"])
+    mesh = " ".join(f"{k}={v}" for k, v in layout.get("mesh", {}).items()) or "none"
+    return (f"{p} process{'es' if p != 1 else ''} x {d} device{'s' if d != 1 else ''} "
+            f"(mesh {mesh})")
+
+
+def check_layout(run_dir: str | os.PathLike, layout: Mapping) -> None:
+    """ValueError (one line) when the run's newest checkpoint was made with another device
+    layout (run_layout, _same_layout) than `layout`; nothing to check without one, or for
+    a checkpoint written before layouts were recorded. Reads the meta only, before
+    anything compiles."""
+    found = _step_dirs(run_dir)
+    if not found:
+        return
+    try:
+        saved = read_meta(run_dir, found[-1]).get(LAYOUT_META)
+    except Exception:  # noqa: BLE001 - an unreadable newest one: the resume's checks say
+        return
+    if saved is None or _same_layout(saved, layout):
+        return
+    raise ValueError(f"--resume {run_dir}: the run was made with {describe_layout(saved)}; "
+                     f"this resume has {describe_layout(layout)}: resume it with the "
+                     "processes and devices it was made with (--distributed --num-processes "
+                     f"{saved['processes']}, --devices, --data-devices)")
+
+
+def _same_layout(saved: Mapping, layout: Mapping) -> bool:
+    """Whether a resume with `layout` restores what `saved` wrote: the same processes, and
+    over several processes the same devices and mesh (each process restores its own
+    shards). One process's checkpoint is packed whole, its shapes checked on restore
+    (_restore_packed), so it may resume over other devices of one process."""
+    if saved.get("processes") != layout.get("processes"):
+        return False
+    if layout.get("processes") == 1:
+        return True
+    return all(saved.get(k) == layout.get(k) for k in ("devices_per_process", "mesh"))
+
+
+def complete_rows(run_dir: str | os.PathLike, steps: int) -> int | None:
+    """The rows of the run's newest checkpoint when they reach `steps` (the run is
+    complete and a resume would train nothing), else None. Reads its meta only (no
+    verification: a resume verifies before it restores)."""
+    found = _step_dirs(run_dir)
+    if not found:
+        return None
+    try:
+        rows = int(read_meta(run_dir, found[-1])["rows"])
+    except Exception:  # noqa: BLE001 - an unreadable newest one: the resume's checks say
+        return None
+    return rows if rows >= steps else None
+
+
 def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] | None:
     """latest_good's (index, meta) for readers that only load (eval, load_policy, export):
     a damaged newest checkpoint is skipped with a one-line warning and left in place (only

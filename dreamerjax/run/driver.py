@@ -270,6 +270,7 @@ def log_point(run: Run, states: SeedState, ends, log_index: int) -> tuple[LogPoi
 def _meta(run: Run, point: LogPoint, host: dict, writer, wall: float) -> dict:
     return {"config": run.config.to_dict(), "seeds": list(run.seeds),
             "log_index": point.log_index, "rows": point.rows,
+            ckpt.LAYOUT_META: ckpt.run_layout(run.trainer.plan.mesh),
             "updates": [int(u) for u in host["updates"]], "wall_s": wall,
             "positions": writer.positions(),
             "callbacks": {cb.name: cb.state_dict() for cb in run.callbacks}}
@@ -546,23 +547,42 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
         raise ValueError("plan: made for another config, seeds or devices than train's")
     setup = plan.setup
+    if resume:  # another device layout than the run's, refused before anything compiles
+        ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
+    done = ckpt.complete_rows(out, setup.run.steps) if resume else None
+    if done is not None and jax.process_index() == 0:  # said at once; the call returns
+        print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
+              f"nothing to train; to train on, resume it with a larger steps, e.g. "
+              f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
     # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
     loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
     # Started, they run until closed: any failure from here on (the precompile child, the
     # trainer's compile, a log interval, the plots) ends them as failed, not left running.
-    with outputs.closed_on_error(loggers):
+    primary = jax.process_index() == 0
+    # A line now and then while the programs compile and each chunk runs, where no bar is.
+    heartbeat = host_time.Heartbeat(HEARTBEAT_S, progress and primary
+                                    and not sys.stderr.isatty())
+    with outputs.closed_on_error(loggers), heartbeat:
         enable_compile_cache(compile_cache)
+        if progress and primary:  # at once, before the compile's minutes
+            print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
+                  f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
+                  "training to the first (a line at every log point)", file=sys.stderr,
+                  flush=True)
+        heartbeat.say("compiling")
         if precompile and compile_cache:  # XLA's compile peak paid in a child process
+            heartbeat.say("compiling the run's programs in a child process")
             precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
-        run = Run(config, seeds, out, make_trainer(plan),
-                  (*callbacks, *loggers), primary=jax.process_index() == 0)
+        run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
+                  primary=primary)
         # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
         os.makedirs(os.path.realpath(out), exist_ok=True)
         loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
                      report, stop or StopRequest(), malloc_trim, host_time.Phases(),
-                     tuple(loggers), target_return)
-        with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer):
-            written, params = _run(run, resume, loop)
+                     tuple(loggers), target_return, heartbeat)
+        with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
+                host_time.CompileClock() as clock:
+            written, params = _run(run, resume, loop, clock)
         if run.primary:
             with loop.phases("plots"):
                 records.plot_run(out)
@@ -587,6 +607,10 @@ class _Loop:
     phases: host_time.Phases  # host_s of the records (host_time.py)
     loggers: tuple  # the W&B / MLflow outputs (run/outputs.py), also among the callbacks
     target_return: float | None = None  # stop once every seed's eval_mean reaches it
+    heartbeat: host_time.Heartbeat | None = None  # a line now and then where no bar is
+
+
+HEARTBEAT_S = 60.0  # seconds between the lines of a run's progress where no bar is drawn
 
 
 def target_reached(records: Sequence[dict], target: float | None) -> str | None:
@@ -597,10 +621,12 @@ def target_reached(records: Sequence[dict], target: float | None) -> str | None:
     return f"every seed's evaluation return reached {target:g} (--target-return)"
 
 
-def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
+def _run(run: Run, resume: bool, loop: _Loop,
+         clock: host_time.CompileClock) -> tuple[list[dict], dict]:
     """The log intervals of a train() call, from the start or the checkpoint resumed:
     (the records written, the agent params [seeds, ...] at the end). Only the params are
-    returned, so the rest of the state (the replay) is freed with this frame."""
+    returned, so the rest of the state (the replay) is freed with this frame. clock: the
+    seconds spent compiling, left out of each interval's updates/s."""
     found = _resume_point(run.out, run.primary) if resume else None
     positions = found[1].get("positions") if found else None
     if resume and found is None:
@@ -627,13 +653,20 @@ def _run(run: Run, resume: bool, loop: _Loop) -> tuple[list[dict], dict]:
                     log_index * run_cfg.eval_every >= loop.stop_after_rows:
                 break
             tick0 = time.time()
+            clock.take()  # what compiled before this interval is not its own
             updates0 = written[-1]["updates"] if written else start_updates(found)
+            if loop.heartbeat is not None:
+                loop.heartbeat.say(f"{'compiling and t' if not written else 'T'}raining to "
+                                   f"row {(log_index + 1) * run_cfg.eval_every:,}")
             states, point = _interval(run, states, log_index, writer, t0, loop)
             written += point.records
+            # the interval's updates over its time less what it spent compiling (the first
+            # interval's chunk, evaluation and report programs)
+            busy = max(time.time() - tick0 - clock.take(), 1e-3)
             # the log point is complete (records, checkpoint) whether or not the run stops
             # here, so it gets its line as every other: the last one shows what was reached
-            _say_progress(run, point, (point.records[-1]["updates"] - updates0)
-                          / max(time.time() - tick0, 1e-9), bar, loop.progress)
+            _say_progress(run, point, (point.records[-1]["updates"] - updates0) / busy, bar,
+                          loop.progress)
             if loop.stop.reason:
                 break
     if bar is not None:
@@ -726,9 +759,23 @@ def check_resumable(meta: Mapping, config: Config, seeds: tuple[int, ...]) -> No
 
 
 def _progress(enabled: bool, total: int, initial: int):
-    """A progress bar on a terminal; redirected to a file or a pipe (a cluster's job log),
-    stderr gets the status lines alone, since a bar's carriage returns would garble it."""
-    if not enabled or not sys.stderr.isatty():
+    """A progress bar on a terminal, and in a notebook (tqdm.auto: a widget where
+    ipywidgets is installed); redirected to a file or a pipe (a cluster's job log), stderr
+    gets the status lines (and the heartbeat's) alone, since a bar's carriage returns
+    would garble it."""
+    if not enabled:
         return None
-    from tqdm import tqdm
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+    elif _in_notebook():
+        from tqdm.auto import tqdm
+    else:
+        return None
     return tqdm(total=total, initial=initial, unit="rows", dynamic_ncols=True)
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython's shell with a kernel)."""
+    ipython = sys.modules.get("IPython")
+    shell = getattr(ipython, "get_ipython", lambda: None)()
+    return shell is not None and hasattr(shell, "kernel")

@@ -25,6 +25,8 @@ record's.
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 
@@ -66,3 +68,75 @@ def tail_line(seconds: Mapping[str, float]) -> str:
     """The closing line of a run: what followed its last log point."""
     parts = ", ".join(f"{k} {seconds.get(k, 0.0):.1f} s" for k in TAIL_PHASES)
     return f"[dreamerjax] after the last log point: {parts}"
+
+
+COMPILE_EVENTS = "/jax/core/compile/"  # tracing, lowering, XLA's compile or cache load
+
+
+class CompileClock:
+    """Seconds JAX spent making programs (tracing, lowering, compiling or loading them from
+    the compilation cache: jax.monitoring's /jax/core/compile/*_duration events) while
+    entered, since the last take(): a log interval's wall time less these is its
+    training's, so the first interval's updates/s is not its compile's."""
+
+    def __init__(self) -> None:
+        self._seconds = 0.0
+        self._lock = threading.Lock()
+
+    def _listener(self, event: str, duration: float, **_) -> None:
+        if event.startswith(COMPILE_EVENTS) and event.endswith("_duration"):
+            with self._lock:
+                self._seconds += duration
+
+    def __enter__(self) -> CompileClock:
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(self._listener)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import jax
+
+        jax.monitoring.unregister_event_duration_listener(self._listener)
+
+    def take(self) -> float:
+        with self._lock:
+            seconds, self._seconds = self._seconds, 0.0
+        return seconds
+
+
+class Heartbeat:
+    """A line every `every_s` seconds on stderr while entered, saying what the run is doing
+    (`say(...)` sets it) and for how long: progress where no bar is drawn (a notebook
+    without widgets, a job's log file), since one log interval's chunk is one call that
+    may take minutes, the first also the compile."""
+
+    def __init__(self, every_s: float, enabled: bool = True) -> None:
+        self.every_s, self.enabled = float(every_s), enabled
+        self._what, self._since = "", time.time()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def say(self, what: str) -> None:
+        """Set what the run is doing now (the next line says it, with the time since)."""
+        self._what, self._since = what, time.time()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            took = time.time() - self._since
+            if self._what:
+                print(f"[dreamerjax] {self._what} ({took:.0f} s so far)", file=sys.stderr,
+                      flush=True)
+
+    def __enter__(self) -> Heartbeat:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._beat, name="dreamerjax-heartbeat",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+

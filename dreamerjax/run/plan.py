@@ -24,6 +24,7 @@ import numpy as np
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import HEAD_REF, Config, data_devices, fsdp_devices
+from dreamerjax.config.keys import ConfigError
 from dreamerjax.run import loop, memory, streams, transfer
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
@@ -65,11 +66,16 @@ class Plan:
 
 def make_plan(config: Config, seeds, devices: int = 1) -> Plan:
     """The plan of a run of `config` with `seeds` over `devices` groups of seeds: the
-    config validated (ConfigError naming the key), the setup built (each env once), the
+    config validated (ConfigError naming the key, after EnvError when its env id is
+    wrong too), the setup built (each env once), the
     devices and the replay's memory checked (ValueError naming the flag, MemoryError),
     before anything compiles or a directory changes."""
     seeds = tuple(int(s) for s in seeds)
-    config_validate.validate(config, seeds=seeds)
+    try:
+        config_validate.validate(config, seeds=seeds)
+    except ConfigError:
+        setup_lib.check_env(config)  # a wrong env id first (EnvError), then the values
+        raise
     whole = processes_config(config, jax.process_count())
     return plan_of_setup(setup_lib.make_setup(whole), seeds, devices, config)
 

@@ -118,12 +118,45 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 
 def config_file(config, seeds: Iterable[int]) -> dict:
     """What config.json holds: the resolved config, the seeds and, for an env registered
-    with dreamerjax.register_env by an importable module, that module ("env_modules")."""
-    from dreamerjax.envs.registry import registering_modules
+    with dreamerjax.register_env by an importable module, that module ("env_modules"), by
+    a script or notebook, that fact ("env_registered_in_script")."""
+    from dreamerjax.envs.registry import registered_in_script, registering_modules
 
     modules = registering_modules(config.run.env)
     return (config.to_dict() | {"seeds": [int(s) for s in seeds]}
-            | ({"env_modules": list(modules)} if modules else {}))
+            | ({"env_modules": list(modules)} if modules else {})
+            | ({"env_registered_in_script": True}
+               if registered_in_script(config.run.env) else {}))
+
+
+# Keys every config.json has had (a file without one is damaged, not old): the seeds, the
+# config's sections, and the run's keys that define it.
+CONFIG_FILE_KEYS = ("seeds", "agent", "run", "run.env", "run.steps", "run.num_envs",
+                    "run.eval_every", "run.batch_size", "run.batch_length")
+
+
+def check_config_file(saved: Any, path: Path) -> None:
+    """ValueError "PATH is damaged: ..." naming the first key that is missing or of the
+    wrong kind, before the file's values are read as a run's."""
+    def damaged(why: str) -> ValueError:
+        return ValueError(f"{path} is damaged: {why}; restore it from a copy (or start a "
+                          "new run)")
+
+    if not isinstance(saved, dict):
+        raise damaged(f"holds a {type(saved).__name__}, not the run's config object")
+    for key in CONFIG_FILE_KEYS:
+        section, _, name = key.partition(".")
+        value = saved.get(section) if not name else saved.get(section, {}).get(name)
+        if value is None:
+            raise damaged(f"no {key!r}")
+        if key == "seeds" and not (isinstance(value, list) and value and all(
+                isinstance(s, int) and not isinstance(s, bool) for s in value)):
+            raise damaged(f"'seeds' is {value!r}, not a list of one or more integers")
+        if key in ("agent", "run") and not isinstance(value, dict):
+            raise damaged(f"{key!r} is {value!r}, not a section")
+        if name and name != "env" and not (isinstance(value, int)
+                                            and not isinstance(value, bool)):
+            raise damaged(f"{key!r} is {value!r}, not an integer")
 
 
 def read_run_config(run_dir: str | os.PathLike):
@@ -136,13 +169,30 @@ def read_run_config(run_dir: str | os.PathLike):
     path = Path(run_dir) / CONFIG_FILE
     try:
         saved = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the run's config ({e})") from e
+    check_config_file(saved, path)
+    try:
         seeds = tuple(int(s) for s in saved.get("seeds", ()))
         modules = [str(m) for m in saved.get("env_modules", ())]
         config = from_dict({k: v for k, v in saved.items() if k not in RUN_FILE_KEYS})
     except (OSError, ValueError, TypeError, AttributeError) as e:
         raise ValueError(f"{path}: cannot read the run's config ({e})") from e
     _import_env_modules(modules, path)
+    _check_env_registered(saved, config.run.env, path)
     return config, seeds
+
+
+def _check_env_registered(saved: dict, env_id: str, path: Path) -> None:
+    """ValueError naming the fix when the run's env was registered by a script or notebook
+    that this process has not run (no module to import it from)."""
+    from dreamerjax.envs.registry import REGISTERED_BY
+
+    if saved.get("env_registered_in_script") and env_id not in REGISTERED_BY:
+        raise ValueError(f"{path}: the run's env {env_id!r} was registered with "
+                         "dreamerjax.register_env in a script or notebook, which this "
+                         "process has not run: pass --import MODULE (a module that registers "
+                         "it) or call dreamerjax.register_env first")
 
 
 def _import_env_modules(modules: Iterable[str], path: Path) -> None:

@@ -65,6 +65,31 @@ def make_setup(config: Config) -> Setup:
     return make_host_setup(config)
 
 
+class EnvError(ValueError):
+    """The run's env id names no env that can be built here (check_env)."""
+
+
+def check_env(config: Config) -> None:
+    """EnvError (one line) when the config's env cannot be built: a compiled env's spec is
+    built (cheap), a host env's suite checked for its packages and one env built and
+    closed. A wrong id is the first thing to fix, so a config's other errors come after
+    this check (plan.make_plan, the command line's preflight)."""
+    env_id = config.run.env
+    try:
+        if envs_lib.parse_env_id(env_id)[0].compiled:
+            envs_lib.make_env(env_id, **envs_lib.suite_options(config.env, env_id))
+        else:
+            host_lib.require_extra(env_id)
+            env_factory(config)().close()
+    except EnvError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a suite's own error (gymnasium's NameNotFound)
+        message = " ".join(str(e).split()) or type(e).__name__
+        if not message.startswith("--env"):  # the host suites name it themselves
+            message = f"--env {env_id!r}: {message}"
+        raise EnvError(message) from e
+
+
 def make_compiled_setup(config: Config) -> Setup:
     """The setup of a run whose env is written in JAX (make_setup chooses)."""
     run = config.run

@@ -353,7 +353,8 @@ class CompareArgs:
     reference: Path | None = None
     """Directory of the reference runs (ref_s{seed}/records.jsonl ...)."""
     out: Path | None = None
-    """Where compare.md, summary.json and curves.png go (default: the run directory)."""
+    """Where compare.md, summary.json and compare.png go (default: the run directory,
+    whose own curves.png stays as training drew it)."""
     smoke: bool = False
     """Smoke mode: short runs, only the structural checks."""
 
@@ -560,7 +561,7 @@ def _check_bench_sets(sets: tuple[str, ...]) -> None:
     try:
         config_resolve.with_sets(Config(), sets)
     except configs.ConfigError as e:
-        raise ArgumentError(str(e)) from e
+        raise ArgumentError(config_line(e)) from e
 
 
 # The demo's run settings, in one place (how they were chosen: results/demo_sweep/). The
@@ -633,6 +634,17 @@ Command = (
 
 # ---------------------------------------------------------------------------------------
 # Checks
+
+
+def config_line(e: Exception, args=None) -> str:
+    """A ConfigError's one line as the command line says it: the flag given first
+    (_flag_first) and its fix in flags (`; pass --eval-every 400`)."""
+    from dreamerjax.config import keys as configs
+
+    if not isinstance(e, configs.ConfigError):
+        return str(e)
+    message = e.problem if args is None else _flag_first(e.problem, args)
+    return message + configs.fix_text(e.fix, configs.cli_spelling)
 
 
 def _flag_first(message: str, args) -> str:
@@ -781,7 +793,7 @@ def resolve_args(args: TrainArgs | InfoArgs, check: bool = True):
         return config_resolve.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, check=check, **flags)
     except configs.ConfigError as e:
-        raise ArgumentError(_flag_first(str(e), args)) from e
+        raise ArgumentError(config_line(e, args)) from e
 
 
 def config_from_args(args: TrainArgs | InfoArgs):

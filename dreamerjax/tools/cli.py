@@ -31,9 +31,9 @@ from dreamerjax.tools.args import (
     ParityArgs,
     SummaryArgs,
     TrainArgs,
-    _flag_first,
     _given_flags,
     check_flag_values,
+    config_line,
     resolve_args,
 )
 
@@ -71,7 +71,7 @@ def resume_config(args: TrainArgs):
         raise ArgumentError(f"{e}; start a new run from it with --config "
                             f"{Path(args.resume) / 'config.json'} --out NEW_DIR") from e
     except ConfigError as e:
-        raise ArgumentError(str(e)) from e
+        raise ArgumentError(config_line(e, args)) from e
 
 
 def plan_of_args(args: TrainArgs):
@@ -91,7 +91,16 @@ def train_command(args: TrainArgs) -> int:
     plan = plan_of_args(args)
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
-    from dreamerjax.run import driver
+    from dreamerjax.run import checkpoint, driver
+
+    if resume:
+        rows = checkpoint.complete_rows(out, plan.setup.run.steps)
+        if rows is not None:  # said at once, before anything compiles
+            steps = plan.config.run.steps
+            print(f"dreamerjax train: {out} is complete at {rows:,} rows (--steps {steps}); "
+                  f"to train on, pass a larger --steps: dreamerjax train --resume {out} "
+                  f"--steps {2 * steps}", file=sys.stderr)
+            return 0
 
     stop = driver.StopRequest()
     signals = _stop_on_signals(stop.request)
@@ -141,6 +150,7 @@ def preflight(config, seeds, args):
     from dreamerjax.config import keys as configs
     from dreamerjax.run import outputs
     from dreamerjax.run import plan as plan_lib
+    from dreamerjax.run.setup import EnvError
 
     try:
         outputs.check_installed(config)  # logger.outputs: the W&B / MLflow extra
@@ -156,8 +166,10 @@ def preflight(config, seeds, args):
         raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
     try:
         return plan_lib.make_plan(config, seeds, args.devices)
+    except EnvError as e:  # a host env that cannot be built, before the config's values
+        raise ArgumentError(str(e)) from e
     except configs.ConfigError as e:
-        raise ArgumentError(_flag_first(str(e), args)) from e
+        raise ArgumentError(config_line(e, args)) from e
 
 
 def _stop_on_signals(request_stop) -> dict:

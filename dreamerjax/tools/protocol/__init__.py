@@ -4,7 +4,7 @@ Reads our run's record set and, when given, a reference record set, checks both 
 the pre-registered protocol, written to compare Ajax (ajax-rl, an independent JAX
 DreamerV3) with the reference ("Ajax DreamerV3 vs reference DreamerV3 (29eb964) on
 CartPole-v1: comparison protocol", sections 5.1-5.4; docs/protocol.md), computes its
-statistics and writes compare.md, summary.json and curves.png. Our run directory also
+statistics and writes compare.md, summary.json and compare.png. Our run directory also
 holds config.json (the resolved `dreamerjax.config.defaults.Config`), which fixes the log
 points and, through dreamerjax.data.schedule, the expected update counts of both sides.
 Our records carry none of the protocol's own fields: they are read as our side's, and S2
@@ -14,7 +14,7 @@ The package, by job:
   inputs.py      the run's schedule and the record sets (layouts, our records as ours)
   checks.py      the input checks of section 5.3
   statistics.py  S1, S2, the decision rule (section 5.2) and the metric windows (5.4)
-  report.py      compare.md, summary.json, curves.png and the printed result
+  report.py      compare.md, summary.json, compare.png and the printed result
 
 The decision stays with the user: the exit code says only whether the inputs passed.
 """
@@ -41,6 +41,7 @@ from dreamerjax.tools.protocol.inputs import (
     schedule_from_config,
 )
 from dreamerjax.tools.protocol.report import (
+    PLOT,
     Side,
     build_side,
     plot_curves,
@@ -105,7 +106,8 @@ def _reference_side(ref_rs: RecordSet, seeds: tuple[int, ...], sched: Schedule,
 
 def compare_main(run_dir: str, reference: str | None = None, out: str | None = None,
                  seeds: tuple[int, ...] | None = None, smoke: bool = False) -> int:
-    """Check both record sets, then write compare.md, summary.json and curves.png.
+    """Check both record sets, then write compare.md, summary.json and compare.png into
+    `out` (default: the run directory; the run's own curves.png is never touched).
 
     Returns 0 when every input check passed (whatever LEARNS says), 1 when a check failed
     (the report then lists the checks only), 2 when an input cannot be read at all.
@@ -126,15 +128,19 @@ def compare_main(run_dir: str, reference: str | None = None, out: str | None = N
             print(f"compare: check failed: {c.name}: {c.detail}", file=sys.stderr)
         write_failure_report(out_dir, run_dir, checks)
         _write_summary(out_dir, summary_dict(None, None, None, source, checks, smoke))
+        print(f"compare: wrote the failed checks to {out_dir / 'compare.md'} and "
+              f"{out_dir / 'summary.json'}", file=sys.stderr)
         return 1
 
     ours = build_side("dreamerjax", ours_rs, ours_seeds, sched, smoke)
     ref = None if ref_rs is None else _reference_side(ref_rs, ref_seeds, sched, smoke)
     dec = decide(ours.s1, ref.s1 if ref else None)
-    plot_curves(out_dir / "curves.png", ours, ref, (dec.lo, dec.hi), s1_rows(sched, smoke))
+    # compare.png, not curves.png: the run's own plot of that name stays as training drew it
+    plot_curves(out_dir / PLOT, ours, ref, (dec.lo, dec.hi), s1_rows(sched, smoke))
     write_report(out_dir, ours, ref, dec, source, checks, smoke, sched,
                  (cfg.get("agent") or {}).get("twohot_mean", "exact"))
     _write_summary(out_dir, summary_dict(ours, ref, dec, source, checks, smoke))
     print_result(ours, ref, dec, source)
-    print(f"compare: wrote {out_dir / 'compare.md'}, summary.json, curves.png")
+    print(f"compare: wrote {out_dir / 'compare.md'}, {out_dir / 'summary.json'} and "
+          f"{out_dir / PLOT}")
     return 0

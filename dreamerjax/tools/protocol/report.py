@@ -1,4 +1,4 @@
-"""The comparison's outputs: compare.md (the markdown report), summary.json, curves.png and
+"""The comparison's outputs: compare.md (the markdown report), summary.json, compare.png and
 the lines printed; nothing here computes a statistic (statistics.py) or judges an input
 (checks.py).
 """
@@ -73,6 +73,8 @@ KNOWN_DIFFERENCES = (
     ("Window means and NaN (5.4): the reference's Agg skips NaN values inside a window; a "
     "window listed below as non-finite means a NaN occurred in it, not a divergence."),
 )
+
+PLOT = "compare.png"  # beside compare.md; a run's own plot is curves.png (viz/plots.py)
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -263,7 +265,7 @@ def write_report(out: Path, ours: Side, ref: Side | None, dec: Decision, source:
               *_seed_table(ours, s1_window, final_rows)]
     if ref is not None:
         lines += ["", f"### {ref.label}", "", *_seed_table(ref, s1_window, final_rows)]
-    lines += ["", "## Curves", "", "![eval and S2 curves](curves.png)", "",
+    lines += ["", "## Curves", "", f"![eval and S2 curves]({PLOT})", "",
               ("Mean over seeds at every log point (S2 NaN until every env has finished an "
               "episode)."), "", *_curve_table([ours] + ([ref] if ref else []))]
     lines += ["", *_metrics_section(ours, ref)]
