@@ -12,7 +12,7 @@ from _runs import small_config, trained_small_run
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.config import resolve as config_resolve
-from dreamerjax.run import loop
+from dreamerjax.run import acting
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import plan_of_setup
 from dreamerjax.run.policy import FORMAT, EnvActions, PolicyError, export, load_policy
@@ -28,7 +28,7 @@ def run_dir(tmp_path_factory):
 
 
 def _play(policy, spec, spaces, key, episodes: int, mode: str):
-    """loop.evaluate's episodes, stepped in Python with policy.act and the same keys."""
+    """acting.evaluate's episodes, stepped in Python with policy.act and the same keys."""
     k_init, k_run = jax.random.split(key)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(spec, k))(
         jax.random.split(k_init, episodes))
@@ -59,7 +59,7 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 1_000_000)
     episodes = 3
-    want, _ = jax.jit(lambda p, k: loop.evaluate(setup, p, k, episodes,
+    want, _ = jax.jit(lambda p, k: acting.evaluate(setup, p, k, episodes,
                                                       mode == "mode"))(params, key)
     got = _play(policy, setup.spec, setup.spaces, key, episodes, mode)
     np.testing.assert_array_equal(got, np.asarray(want))

@@ -219,10 +219,13 @@ class Policy:
 
 def _act(cfg, spaces, env_actions: EnvActions, params, carry, obs, is_first, key,
          mode: bool):
-    from dreamerjax.algo import agent as agent_lib
+    """The acting step of training and evaluation (acting.act) on the user's rows, which
+    are never is_last (no env step follows them here, so no action is zeroed)."""
+    from dreamerjax.run import acting
 
-    action, carry, _ = agent_lib.policy(params, cfg, spaces, carry, obs, is_first, key, mode)
-    return action, env_actions.in_program(action), carry
+    row = {"obs": obs, "is_first": is_first, "is_last": jnp.zeros_like(is_first)}
+    stored, carry = acting.act(cfg, spaces, params, carry, row, key, mode)
+    return stored["action"], env_actions.in_program(stored["action"]), carry
 
 
 def env_actions_of(config: Config, setup=None) -> EnvActions:
