@@ -1,4 +1,4 @@
-"""What the evaluation's early stop saves: wall time of `loop.evaluate` (a while loop that
+"""What the evaluation's early stop saves: wall time of `acting.evaluate` (a while loop that
 stops on the tick where the last episode ends) against the same loop playing every tick
 of the env's episode limit (`stop_early=False`, the form it replaced), with the same
 untrained params, keys and episodes.
@@ -25,7 +25,7 @@ import numpy as np
 
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import loop
+from dreamerjax.run import acting
 from dreamerjax.run import setup as setup_lib
 
 
@@ -48,8 +48,8 @@ def measure(env_id: str, tiny: bool, seeds: int, episodes: int, repeats: int) ->
     params = jax.vmap(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces).params)(
         keys)
     eval_keys = jax.vmap(lambda k: jax.random.fold_in(k, 10**6))(keys)
-    new = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, episodes)))
-    old = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, episodes,
+    new = jax.jit(jax.vmap(lambda p, k: acting.evaluate(setup, p, k, episodes)))
+    old = jax.jit(jax.vmap(lambda p, k: acting.evaluate(setup, p, k, episodes,
                                                       stop_early=False)))
     c_new, w_new, (ret, length) = _timed(new, (params, eval_keys), repeats)
     c_old, w_old, (ret_old, length_old) = _timed(old, (params, eval_keys), repeats)

@@ -43,18 +43,20 @@ def host_programs(cfg) -> dict:
     """{name: (the jitted program, its abstract arguments)} of a 1-seed host run of cfg, as
     HostTrainer.chunk and .evaluate call them: the host's rows [seeds, envs, ...] as the
     collector emits them, the owed updates an int32 scalar."""
+    from dreamerjax.algo import agent as agent_lib
     from dreamerjax.data import schema
 
     trainer = make_trainer(make_plan(cfg, (0,)))
     setup, states = trainer.setup, trainer.abstract_state()
     rows = schema.env_row_spec(setup.spaces, (1, setup.run.num_envs))
     eval_rows = schema.env_row_spec(setup.spaces, (1, setup.run.eval_episodes))
-    carry = jax.eval_shape(trainer._eval_carry, jax.ShapeDtypeStruct((1,), jnp.int32))
+    carry = jax.eval_shape(lambda: jax.tree.map(lambda x: x[None], agent_lib.policy_initial(
+        setup.config.agent, setup.spaces, setup.run.eval_episodes)))
     key = jax.ShapeDtypeStruct((1, 2), jnp.uint32)
     return {"act_and_insert": (trainer._act, (states, rows)),
             "train_steps": (trainer._train, (states, jax.ShapeDtypeStruct((), jnp.int32))),
-            "eval_act": (trainer._eval_act, (states.agent.params, carry, eval_rows, key,
-                                             False))}
+            "eval_act": (trainer._eval_act[False], (states.agent.params, carry, eval_rows,
+                                                    key))}
 
 
 def cpu_custom_calls(text: str) -> list[str]:

@@ -1,5 +1,6 @@
-"""loop.evaluate stops when its last episode ends: the same returns and lengths as the
-same loop playing every tick of the episode limit (the form before)."""
+"""acting.evaluate stops when its last episode ends: the same returns and lengths as the
+same loop playing every tick of the episode limit (the form before); the recorded episode
+of a video (acting.play, record) is the evaluation's episode step for step."""
 
 
 import jax
@@ -9,7 +10,7 @@ import pytest
 from _runs import small_config
 
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.run import loop
+from dreamerjax.run import acting, streams
 from dreamerjax.run import setup as setup_lib
 
 EPISODES = 3
@@ -32,8 +33,8 @@ def test_evaluate_stops_early_with_the_full_scans_results(episode_limit, mode):
     seeds = (0, 1)
     params = _params(setup, seeds)
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s), 10**6) for s in seeds])
-    new = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, EPISODES, mode)))
-    old = jax.jit(jax.vmap(lambda p, k: loop.evaluate(setup, p, k, EPISODES, mode,
+    new = jax.jit(jax.vmap(lambda p, k: acting.evaluate(setup, p, k, EPISODES, mode)))
+    old = jax.jit(jax.vmap(lambda p, k: acting.evaluate(setup, p, k, EPISODES, mode,
                                                       stop_early=False)))
     ret, length = (np.asarray(x) for x in new(params, keys))
     want_ret, want_len = (np.asarray(x) for x in old(params, keys))
@@ -45,7 +46,7 @@ def test_evaluate_stops_early_with_the_full_scans_results(episode_limit, mode):
         # the early stop has ticks to save: the longest episode is where it stops
         assert limit == 500 and length.max() < limit
     # One seed alone, with the same numbers.
-    one = jax.jit(lambda p, k: loop.evaluate(setup, p, k, EPISODES, mode))
+    one = jax.jit(lambda p, k: acting.evaluate(setup, p, k, EPISODES, mode))
     p0 = jax.tree.map(lambda x: x[0], params)
     r0, l0 = (np.asarray(x) for x in one(p0, keys[0]))
     np.testing.assert_array_equal(r0, want_ret[0])
@@ -60,3 +61,26 @@ def test_episode_summary_writes_returns_as_their_float32_decimals():
     row = episode_summary(3, np.array([14.0, 22.8, 18.4], np.float32))
     assert row == {"seed": 3, "returns": [14.0, 22.8, 18.4], "mean": 18.4}
     assert np.float32(row["returns"][1]) == np.float32(22.8)  # the same float32 value
+
+
+def test_the_recorded_episode_is_the_evaluations():
+    """acting.play records every step of the episodes it evaluates (the video's form): the
+    same returns and lengths as its while loop, and each recorded step's reward summed up
+    to the episode's end is that return."""
+    setup = _setup(episode_limit=40)
+    params = jax.tree.map(lambda x: x[0], _params(setup, (0,)))
+    k_init, keys = streams.episode_keys(jax.random.PRNGKey(7), setup.spec.episode_limit)
+    resets = jax.random.split(k_init, EPISODES)
+    play = jax.jit(lambda p, r, k, record: acting.play(setup, p, r, k, record=record),
+                   static_argnums=3)
+    ret, length, trace = play(params, resets, keys, True)
+    want_ret, want_len, none = play(params, resets, keys, False)
+    assert none is None
+    np.testing.assert_array_equal(np.asarray(ret), np.asarray(want_ret))
+    np.testing.assert_array_equal(np.asarray(length), np.asarray(want_len))
+    done = np.asarray(trace["done"])  # [limit + 1, episodes]: the episode had ended
+    reward = np.asarray(trace["reward"])
+    assert done.shape == reward.shape == (41, EPISODES) and not done[:2].any()
+    np.testing.assert_array_equal((~done[1:]).sum(0), np.asarray(length))
+    np.testing.assert_allclose(np.where(done[1:], 0.0, reward[1:]).sum(0), np.asarray(ret),
+                               rtol=1e-6)

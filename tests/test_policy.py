@@ -12,10 +12,10 @@ from _runs import small_config, trained_small_run
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.config import resolve as config_resolve
-from dreamerjax.run import loop
+from dreamerjax.run import acting
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import plan_of_setup
-from dreamerjax.run.policy import FORMAT, PolicyError, export, load_policy
+from dreamerjax.run.policy import FORMAT, EnvActions, PolicyError, export, load_policy
 from dreamerjax.run.trainers import make_trainer
 
 SEEDS = (0, 3)
@@ -28,7 +28,7 @@ def run_dir(tmp_path_factory):
 
 
 def _play(policy, spec, spaces, key, episodes: int, mode: str):
-    """loop.evaluate's episodes, stepped in Python with policy.act and the same keys."""
+    """acting.evaluate's episodes, stepped in Python with policy.act and the same keys."""
     k_init, k_run = jax.random.split(key)
     env, row = jax.vmap(lambda k: envs_lib.collector_init(spec, k))(
         jax.random.split(k_init, episodes))
@@ -59,7 +59,7 @@ def test_policy_matches_the_evaluation_path(run_dir, mode):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 1_000_000)
     episodes = 3
-    want, _ = jax.jit(lambda p, k: loop.evaluate(setup, p, k, episodes,
+    want, _ = jax.jit(lambda p, k: acting.evaluate(setup, p, k, episodes,
                                                       mode == "mode"))(params, key)
     got = _play(policy, setup.spec, setup.spaces, key, episodes, mode)
     np.testing.assert_array_equal(got, np.asarray(want))
@@ -104,6 +104,22 @@ def test_export_holds_params_and_config_only(run_dir, tmp_path):
     ckpt_bytes = sum(f.stat().st_size for f in (run_dir / "checkpoints").rglob("*")
                      if f.is_file())
     assert path.stat().st_size < ckpt_bytes / 2  # one seed, no replay, no optimiser
+
+
+def test_policy_files_carry_how_the_env_takes_actions(run_dir, tmp_path):
+    """The file holds the env's action mapping (EnvActions); one without it is refused,
+    one of the first format (none recorded) takes it from its config's env."""
+    good = export(run_dir, 0, tmp_path / "good.npz")
+    policy = load_policy(good)
+    assert policy.env_actions == EnvActions(discrete=True)  # CartPole: the index as is
+    with pytest.raises(PolicyError, match="lacks 'env_actions'"):
+        load_policy(_rewrite(good, tmp_path / "none.npz", lambda m: m.pop("env_actions")))
+    with pytest.raises(PolicyError, match="bad env_actions entry"):
+        load_policy(_rewrite(good, tmp_path / "bad.npz",
+                             lambda m: m["env_actions"].pop("low")))
+    old = load_policy(_rewrite(good, tmp_path / "v1.npz", lambda m: (
+        m.pop("env_actions"), m.update(format="dreamerjax-policy/1"))))
+    assert old.env_actions == policy.env_actions
 
 
 def test_act_state_and_inputs(run_dir):

@@ -241,11 +241,20 @@ def to_env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
     """
     if spec.discrete:
         return jnp.asarray(action, jnp.int32)
+    return box_action(action, spec.action_low, spec.action_high).reshape(
+        spec.env_action_shape)
+
+
+def box_action(action: jax.Array, low, high) -> jax.Array:
+    """Continuous agent actions [..., D] in [-1, 1] -> the env's box [low, high] [D], in
+    float32: clipped to [-1, 1] (the reference's ClipAction), then rescaled per dim
+    (NormalizeAction), embodied/core/wrappers.py:58-91 @29eb964. The compiled envs'
+    step (to_env_action) and a deployed policy of a compiled env (run/policy.py) both
+    map with it."""
     a = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-    low = jnp.asarray(spec.action_low, jnp.float32)
-    high = jnp.asarray(spec.action_high, jnp.float32)
-    a = (a + 1.0) / 2.0 * (high - low) + low
-    return a.reshape(spec.env_action_shape)
+    low = jnp.asarray(low, jnp.float32)
+    high = jnp.asarray(high, jnp.float32)
+    return (a + 1.0) / 2.0 * (high - low) + low
 
 
 def from_env_action(spec: EnvSpec, env_action: jax.Array) -> jax.Array:

@@ -111,7 +111,8 @@ def jax_env_spec(env: JaxEnv, env_id: str, suite: str, task: str,
                         action_dims=0 if discrete else len(low),
                         action_low=() if discrete else low,
                         action_high=() if discrete else high, episode_limit=limit,
-                        reset=reset, step=step, dict_obs=len(obs_space) > 1, env=env)
+                        reset=reset, step=step, dict_obs=len(obs_space) > 1, env=env,
+                        env_action_shape=() if discrete else (len(low),))
 
 
 @dataclasses.dataclass(frozen=True)

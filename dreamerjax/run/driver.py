@@ -140,6 +140,8 @@ class TrainResult:
     seeds: tuple[int, ...]
     out: str
     spaces: spaces_lib.Spaces = dataclasses.field(repr=False)
+    # How the env takes actions (run/policy.EnvActions): the policy's actions are the env's.
+    env_actions: Any = dataclasses.field(default=None, repr=False)
     # One Policy per seed, made on first use: each holds its own jitted acting step.
     _policies: dict = dataclasses.field(default_factory=dict, init=False, repr=False,
                                         compare=False)
@@ -154,19 +156,22 @@ class TrainResult:
             raise PolicyError(f"seed {seed} was not trained (seeds {list(self.seeds)})")
         if seed not in self._policies:
             self._policies[seed] = Policy(self.config, self.spaces, self.params[seed], seed,
-                                          source=f"train(out={self.out!r}) in memory")
+                                          source=f"train(out={self.out!r}) in memory",
+                                          env_actions=self.env_actions)
         return self._policies[seed]
 
     def policy(self, obs: Any, seed: int | None = None, state: Mapping | None = None,
-               key: jax.Array | None = None, mode: str = "sample") -> tuple[jax.Array, dict]:
+               key: jax.Array | None = None, mode: str = "sample",
+               raw: bool = False) -> tuple[Any, dict]:
         """One acting step of seed `seed`'s policy for a batch: obs {key: [B, *shape]} (as
-        Policy.act takes it, `is_first` [B] optional). Returns (action [B] int32 | [B, A]
-        float32, state); state None starts B fresh episodes (Policy.init: the key of the
-        seed), a returned state continues them."""
+        Policy.act takes it, `is_first` [B] optional). Returns (action, state): the env's
+        action as Policy.act gives it (continuous: clipped and rescaled to the env's
+        bounds; raw=True: the agent's own); state None starts B fresh episodes
+        (Policy.init: the key of the seed), a returned state continues them."""
         policy = self.make_policy(seed)
         if state is None:
             state = policy.init(_batch_size(obs))
-        return policy.act(obs, state, key=key, mode=mode)
+        return policy.act(obs, state, key=key, mode=mode, raw=raw)
 
 
 def _batch_size(obs: Any) -> int:
@@ -590,8 +595,10 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
                 print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
     outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
     ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
+    from dreamerjax.run.policy import env_actions_of
+
     return TrainResult(written, _params_by_seed(params, seeds), config, seeds, str(out),
-                       setup.spaces)
+                       setup.spaces, env_actions_of(config, setup))
 
 
 @dataclasses.dataclass(frozen=True)

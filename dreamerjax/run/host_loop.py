@@ -15,14 +15,10 @@ the same agent numbers on both paths from the same key.
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from dreamerjax import envs as envs_lib
-from dreamerjax.algo import agent as agent_lib
-from dreamerjax.data import metric_window, schema
 from dreamerjax.data import replay as replay_lib
-from dreamerjax.run import loop
+from dreamerjax.run import acting, loop, streams
 from dreamerjax.run.setup import SeedState, Setup
 
 # ----------------------------------------------------------------------------- setup
@@ -35,35 +31,15 @@ def episode_limit(setup: Setup) -> int:
 # ----------------------------------------------------------------------------- per seed
 
 
-def init_host_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
-    """loop.init_seed without env state: the agent, an empty replay, the policy carry.
-    The key is split as init_seed splits it, so a seed's agent starts from the same
-    parameters on both paths."""
-    run, cfg = setup.run, setup.config.agent
-    k_agent, _, k_run = jax.random.split(key, 3)
-    agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
-    example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
-                                                  cfg.rssm.stoch))
-    replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
-                                    setup.window_length, replay_lib.selector_from_run(run),
-                                    run.replay_memory)
-    carry = agent_lib.policy_initial(cfg, setup.spaces, run.num_envs)
-    return SeedState(agent=agent_state, replay=replay, env=(), row={}, carry=carry,
-                     key=k_run, window=metric_window.init(names),
-                     bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
-
-
 def act_and_insert(setup: Setup, s: SeedState, row: dict):
     """The policy on one seed's host rows [num_envs, ...] and their replay insert (the
-    compiled act_and_store without its env step). Returns (state, actions [num_envs]).
-    Under a data axis: one data shard's envs, as in act_and_store."""
-    key, k_pol, _ = jax.random.split(s.key, 3)  # as act_and_store (its k_env unused here)
-    row = schema.conform(row, schema.env_row_spec(setup.spaces, row["is_first"].shape))
-    act, carry, latent = agent_lib.policy(
-        loop.acting_params(setup, s.agent.params), setup.config.agent, setup.spaces,
-        s.carry, row["obs"], row["is_first"],
+    compiled act_and_store without its env step, the tick's keys alike: its env key
+    unused here). Returns (state, actions [num_envs]). Under a data axis: one data shard's
+    envs, as in act_and_store."""
+    key, k_pol, _ = streams.tick_keys(s.key)
+    stored, carry = acting.act_on_host_rows(
+        setup, loop.acting_params(setup, s.agent.params), s.carry, row,
         loop.shard_key(k_pol, loop.data_axis(setup)))
-    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
     replay = replay_lib.replay_add(s.replay, stored)
     return s.replace(replay=replay, carry=carry, key=key), stored["action"]
 
@@ -75,15 +51,16 @@ def train_steps(setup: Setup, states: SeedState, n) -> SeedState:
             setup, lambda s: loop.train_once(setup, s), st), states)
 
 
-def eval_act(setup: Setup, params, carry, row, key, mode: bool):
-    """One evaluation policy step on host rows of one seed; returns (actions, carry)."""
-    k_pol, _ = jax.random.split(key)
-    row = schema.conform(row, schema.env_row_spec(setup.spaces, row["is_first"].shape))
-    act, carry, _ = agent_lib.policy(params, setup.config.agent, setup.spaces, carry,
-                                     row["obs"], row["is_first"], k_pol, mode)
-    return act, carry
+def eval_program(setup: Setup, mode: bool = False):
+    """The acting program of host episodes (acting.play_host): (params, carry, rows, step
+    keys) with a leading seed axis -> (actions, carry): each seed's policy on its own rows
+    with its step key's policy key (streams.step_keys), seeds as run.seed_loop says."""
+    def one(params, carry, row, key):
+        k_pol, _ = streams.step_keys(key)
+        stored, carry = acting.act_on_host_rows(setup, params, carry, row, k_pol, mode)
+        return stored["action"], carry
 
-
+    return jax.jit(lambda p, c, r, k: loop.over_seeds(setup, one, p, c, r, k))
 
 
 def env_seed(*parts: int) -> int:

@@ -3,9 +3,9 @@
 One tick = every env of a seed takes one step: the policy acts on the current rows, the
 rows (with the action and the posterior latent) enter the replay, the updates that the
 train-ratio schedule owes at this tick run, then the envs step to the next rows.
-`run_chunk` scans the ticks of one log interval for a batch of seeds; `evaluate` plays
-fresh evaluation episodes. Nothing here does I/O; run/driver.py runs these (through
-run/trainers.py).
+`run_chunk` scans the ticks of one log interval for a batch of seeds. The acting step and
+the evaluation episodes are run/acting.py's. Nothing here does I/O; run/driver.py runs
+these (through run/trainers.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from dreamerjax.config.defaults import (
 from dreamerjax.data import metric_window, schema
 from dreamerjax.data import replay as replay_lib
 from dreamerjax.data import schedule as schedule_lib
+from dreamerjax.run import acting, streams
 from dreamerjax.run.setup import SeedState, Setup
-
-f32 = jnp.float32
 
 # The mesh axis over which one seed's agent trains data-parallel (jax.train_devices): each
 # device of it holds num_envs / N of the seed's envs and its replay rows, and samples
@@ -128,12 +127,17 @@ def metric_names(setup: Setup) -> tuple[str, ...]:
 
 
 def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
-    """A fresh seed: agent from its own key chain, reset envs, empty replay."""
+    """A fresh seed: agent from its own key chain, reset envs (none on the host path: its
+    envs are host objects, trainers.HostTrainer), empty replay. Compiled and host paths
+    split the key alike, so a seed's agent starts from the same parameters on both."""
     run, cfg = setup.run, setup.config.agent
     k_agent, k_env, k_run = jax.random.split(key, 3)
     agent_state = agent_lib.init(k_agent, cfg, setup.spaces)
-    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
-        jax.random.split(k_env, run.num_envs))
+    if setup.host:
+        env, row = (), {}
+    else:
+        env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
+            jax.random.split(k_env, run.num_envs))
     example = schema.zeros(schema.replay_row_spec(setup.spaces, cfg.rssm.deter,
                                                   cfg.rssm.stoch))
     replay = replay_lib.replay_init(run.num_envs, setup.capacity, example,
@@ -145,29 +149,13 @@ def init_seed(setup: Setup, key, names: tuple[str, ...] = ()) -> SeedState:
                      bad_update=jnp.full((), -1, jnp.int32), updates=jnp.zeros((), jnp.int32))
 
 
-def act_and_step(setup: Setup, params, carry, row, env, k_pol, k_env, mode: bool = False):
-    """The acting step shared by training and evaluation: the policy on the current rows
-    [n], then every env steps. Returns (the rows to store, with the action taken and the
-    posterior latent; carry; env; next rows; episode ends [n]). The stored action is zeroed
-    on is_last rows, where the env resets and ignores it. mode: act with the mode of the
-    latent and action distributions instead of samples."""
-    act, carry, latent = agent_lib.policy(
-        params, setup.config.agent, setup.spaces, carry, row["obs"], row["is_first"], k_pol,
-        mode)
-    stored = jax.vmap(envs_lib.replay_row)(row, act, latent["deter"], latent["stoch"])
-    env_keys = jax.random.split(k_env, row["is_first"].shape[0])
-    env, new_row, ends = jax.vmap(
-        lambda st, a, k: envs_lib.collector_step(setup.spec, st, a, k))(
-        env, stored["action"], env_keys)
-    return stored, carry, env, new_row, ends
-
-
 def act_and_store(setup: Setup, s: SeedState):
-    """Policy on the current rows, store them in the replay, step the envs.
-    Returns (state, episode ends [num_envs])."""
-    key, k_pol, k_env = jax.random.split(s.key, 3)
+    """Policy on the current rows, store them in the replay, step the envs
+    (acting.act_and_step with the tick's keys, streams.tick_keys). Returns (state,
+    episode ends [num_envs])."""
+    key, k_pol, k_env = streams.tick_keys(s.key)
     axis = data_axis(setup)
-    stored, carry, env, new_row, ends = act_and_step(
+    stored, carry, env, new_row, ends = acting.act_and_step(
         setup, acting_params(setup, s.agent.params), s.carry, s.row, s.env,
         shard_key(k_pol, axis), shard_key(k_env, axis))
     replay = replay_lib.replay_add(s.replay, stored)
@@ -238,45 +226,3 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
         return states, ends
 
     return jax.lax.scan(tick, states, updates_due)
-
-
-def evaluate(setup: Setup, params, key, episodes: int, mode: bool = False,
-             stop_early: bool = True):
-    """Fresh envs, the first episode of each, up to the episode limit, with the given
-    params (sampling policy, or its mode). Returns (returns [episodes], lengths
-    [episodes]).
-
-    A while loop that stops on the tick where the last episode ends (or at the episode
-    limit): tick t uses the t-th of the keys split for the whole limit, and an episode's
-    return and length stop counting once it is done, so the results are those of playing
-    every tick of the limit (stop_early=False, which tests/test_evaluate.py and
-    benchmarks/eval_ticks.py compare it with) in fewer ticks. Vmapped over seeds, the
-    loop runs until every seed's episodes are done."""
-    cfg = setup.config.agent
-    k_init, k_run = jax.random.split(key)
-    env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(
-        jax.random.split(k_init, episodes))
-    carry = agent_lib.policy_initial(cfg, setup.spaces, episodes)
-    zeros = jnp.zeros((episodes,), f32)
-    limit = setup.spec.episode_limit
-    keys = jax.random.split(k_run, limit)
-
-    def cond(c):
-        t, done = c[0], c[-1]
-        return (t < limit) & ~jnp.all(done) if stop_early else t < limit
-
-    def step(c):
-        t, env, row, carry, ret, length, done = c
-        k_pol, k_env = jax.random.split(keys[t])
-        _, carry, env, row, _ = act_and_step(setup, params, carry, row, env, k_pol, k_env,
-                                             mode)
-        live = ~done
-        ret = ret + jnp.where(live, row["reward"], 0.0)
-        length = length + live.astype(f32)
-        done = done | row["is_last"]
-        return t + 1, env, row, carry, ret, length, done
-
-    init = (jnp.zeros((), jnp.int32), env, row, carry, zeros, zeros,
-            jnp.zeros((episodes,), bool))
-    _, _, _, _, ret, length, _ = jax.lax.while_loop(cond, step, init)
-    return ret, length

@@ -7,10 +7,14 @@
 `act` is the agent's acting step (agent.policy: encoder, RSSM posterior step, actor), jitted,
 batch-first: obs {key: [B, *shape]} (a bare array for a one-key observation), is_first [B]
 (optional; False), key (optional; else drawn from the state's key), mode "sample" or "mode".
+Its actions are the env's, as training's env wrappers send them (EnvActions): a continuous
+action clipped to [-1, 1] and rescaled to the env's bounds, a discrete one the env's index;
+`raw=True` gives the agent's own action instead.
 
 An exported file (`dreamerjax export RUN_DIR --seed S --out FILE.npz`) is a plain .npz: one
 array per parameter (`params/<module>/.../<name>`, one seed), and JSON strings with the
-dotted config, the agent's spaces and where it came from. No optimiser state, no replay, no
+dotted config, the agent's spaces, the env's action bounds (EnvActions) and where it came
+from. No optimiser state, no replay, no
 pickle: it is read with numpy's allow_pickle=False, so loading never runs code from the
 file, and a file whose arrays do not fit its own config is refused with the reason.
 Loading from a run directory reads only the agent's parameters from the latest checkpoint
@@ -19,6 +23,7 @@ Loading from a run directory reads only the agent's parameters from the latest c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -37,12 +42,81 @@ from dreamerjax.config import resolve as config_resolve
 from dreamerjax.config.defaults import Config
 from dreamerjax.run import streams
 
-FORMAT = "dreamerjax-policy/1"
+FORMAT = "dreamerjax-policy/2"  # /1: no env_actions (read from the env of its config)
+READS = (FORMAT, "dreamerjax-policy/1")
 MODES = ("sample", "mode")
 
 
 class PolicyError(ValueError):
     """A policy source (run directory or file) that cannot be loaded, with the reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvActions:
+    """How the env receives the agent's action, as training sends it.
+
+    discrete: the agent's index plus `start` (Gymnasium's Discrete start). Continuous
+    ([B, D] in the agent's [-1, 1]): clipped and rescaled to [low, high] per dim by the
+    function training's envs use, reshaped to the env's action `shape`: a compiled env's
+    in the program in float32 (envs.box_action, as to_env_action), a host env's on the
+    host in the dtype of its bounds (host normalized_action, as the suite adapters' step;
+    non-finite bounds pass the action through)."""
+
+    discrete: bool
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    host: bool = False
+    start: int = 0
+
+    @classmethod
+    def of_spec(cls, spec, host: bool) -> EnvActions:
+        """The mapping of a run's env spec (envs.EnvSpec, or a host suite's HostSpec)."""
+        if spec.discrete:
+            return cls(True, host=host, start=int(getattr(spec, "action_start", 0)))
+        return cls(False, tuple(map(float, spec.action_low)),
+                   tuple(map(float, spec.action_high)),
+                   tuple(map(int, spec.env_action_shape)),
+                   str(getattr(spec, "action_bounds_dtype", "float32")), host)
+
+    def to_json(self) -> dict:
+        return {"discrete": self.discrete, "low": list(self.low), "high": list(self.high),
+                "shape": list(self.shape), "dtype": self.dtype, "host": self.host,
+                "start": self.start}
+
+    @classmethod
+    def from_json(cls, d: Any, path: Path) -> EnvActions:
+        try:
+            return cls(bool(d["discrete"]), tuple(float(x) for x in d["low"]),
+                       tuple(float(x) for x in d["high"]), tuple(int(x) for x in d["shape"]),
+                       str(np.dtype(d["dtype"])), bool(d["host"]), int(d["start"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise PolicyError(f"{path}: bad env_actions entry: {e!r}") from None
+
+    def in_program(self, raw: jax.Array) -> jax.Array:
+        """The env's actions of raw [B] | [B, D], computed inside the acting program where
+        the env's own step computes them there (compiled envs); else raw as it is."""
+        from dreamerjax import envs as envs_lib
+
+        if self.discrete:
+            return raw + jnp.int32(self.start) if self.start else raw
+        if self.host:
+            return raw
+        return envs_lib.box_action(raw, self.low, self.high).reshape(
+            raw.shape[0], *self.shape)
+
+    def on_host(self, action: jax.Array) -> Any:
+        """in_program's result -> the env's actions: a host env's continuous actions
+        mapped here, as its adapter's step maps them (float64 bounds stay float64)."""
+        if self.discrete or not self.host:
+            return action
+        from dreamerjax.envs.host import base as host_lib
+
+        dtype = np.dtype(self.dtype)
+        a = host_lib.normalized_action(np.asarray(action), np.asarray(self.low, dtype),
+                                       np.asarray(self.high, dtype))
+        return a.reshape(a.shape[0], *self.shape).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------
@@ -53,10 +127,15 @@ class Policy:
     """One seed's trained actor and world model (the parts acting needs run jitted)."""
 
     def __init__(self, config: Config, spaces, params: Mapping, seed: int = 0,
-                 source: str = ""):
+                 source: str = "", env_actions: EnvActions | None = None):
+        """env_actions: how the run's env takes actions; None reads it from the env
+        (run/setup.make_setup: a host env is built once to read its spaces)."""
         self.config, self.spaces, self.seed, self.source = config, spaces, int(seed), source
         self.params = jax.tree.map(jnp.asarray, dict(params))
-        self._act = jax.jit(functools.partial(_act, config.agent, spaces),
+        if env_actions is None:
+            env_actions = env_actions_of(config)
+        self.env_actions = env_actions
+        self._act = jax.jit(functools.partial(_act, config.agent, spaces, env_actions),
                             static_argnames=("mode",))
 
     def __repr__(self) -> str:
@@ -74,19 +153,24 @@ class Policy:
         return {"carry": carry, "key": jnp.asarray(streams.key(self.seed, "act"))}
 
     def act(self, obs: Any, state: Mapping, key: jax.Array | None = None,
-            mode: str = "sample") -> tuple[jax.Array, dict]:
-        """One step for every episode of the batch: (action [B] int32 | [B, A] float32 in
-        [-1, 1], new state). Without `key`, one is split off the state's key."""
+            mode: str = "sample", raw: bool = False) -> tuple[Any, dict]:
+        """One step for every episode of the batch: (action, new state). The action is
+        the env's (EnvActions): [B] int32, the env's index, or [B, *shape] continuous,
+        clipped and rescaled to the env's bounds as training sends it; raw=True gives
+        the agent's own ([B] int32 | [B, A] float32, unclipped). Without `key`, one is
+        split off the state's key."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         obs, is_first = self._inputs(obs, state)
         state = dict(state)
         if key is None:
             state["key"], key = jax.random.split(state["key"])
-        action, carry = self._act(self.params, state["carry"], obs, is_first, key,
-                                  mode=mode == "mode")
+        agent_action, action, carry = self._act(self.params, state["carry"], obs, is_first,
+                                                key, mode=mode == "mode")
         state["carry"] = carry
-        return action, state
+        if raw:
+            return agent_action, state
+        return self.env_actions.on_host(action), state
 
     def _inputs(self, obs: Any, state: Mapping) -> tuple[dict, jax.Array]:
         batch = int(state["carry"]["deter"].shape[0])
@@ -122,6 +206,7 @@ class Policy:
             "config": {k: list(v) if isinstance(v, tuple) else v
                        for k, v in config_dotted.to_dotted(self.config).items()},
             "spaces": _spaces_to_json(self.spaces),
+            "env_actions": self.env_actions.to_json(),
             "seed": self.seed,
             "source": self.source,
         }
@@ -132,11 +217,23 @@ class Policy:
         return path
 
 
-def _act(cfg, spaces, params, carry, obs, is_first, key, mode: bool):
-    from dreamerjax.algo import agent as agent_lib
+def _act(cfg, spaces, env_actions: EnvActions, params, carry, obs, is_first, key,
+         mode: bool):
+    """The acting step of training and evaluation (acting.act) on the user's rows, which
+    are never is_last (no env step follows them here, so no action is zeroed)."""
+    from dreamerjax.run import acting
 
-    action, carry, _ = agent_lib.policy(params, cfg, spaces, carry, obs, is_first, key, mode)
-    return action, carry
+    row = {"obs": obs, "is_first": is_first, "is_last": jnp.zeros_like(is_first)}
+    stored, carry = acting.act(cfg, spaces, params, carry, row, key, mode)
+    return stored["action"], env_actions.in_program(stored["action"]), carry
+
+
+def env_actions_of(config: Config, setup=None) -> EnvActions:
+    """The EnvActions of a run's env (from its setup, else made from the config)."""
+    from dreamerjax.run import setup as setup_lib
+
+    setup = setup_lib.make_setup(config) if setup is None else setup
+    return EnvActions.of_spec(setup.spec, setup.host)
 
 
 # ---------------------------------------------------------------------------------------
@@ -182,10 +279,12 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     if found is None:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
     index = found[0]
-    spaces = setup_lib.make_setup(config).spaces
+    setup = setup_lib.make_setup(config)
+    spaces = setup.spaces
     stacked = stacked_params(run_dir, index, config, spaces, len(seeds))
     params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)
-    return Policy(config, spaces, params, seed, source=f"{run_dir} checkpoint {index}")
+    return Policy(config, spaces, params, seed, source=f"{run_dir} checkpoint {index}",
+                  env_actions=env_actions_of(config, setup))
 
 
 def stacked_params(run_dir: str | os.PathLike, index: int, config: Config, spaces,
@@ -261,10 +360,11 @@ def _from_file(path: Path) -> Policy:
         meta = json.loads(str(arrays.pop("__meta__")))
     except json.JSONDecodeError as e:
         raise PolicyError(f"{path}: __meta__ is not JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in READS:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise PolicyError(f"{path}: format {got!r}, this version reads {FORMAT!r}")
-    for field in ("config", "spaces", "seed"):
+        raise PolicyError(f"{path}: format {got!r}, this version reads {' or '.join(READS)}")
+    for field in ("config", "spaces", "seed") + (("env_actions",) if meta["format"] == FORMAT
+                                                 else ()):
         if field not in meta:
             raise PolicyError(f"{path}: __meta__ lacks {field!r}")
     try:
@@ -286,7 +386,9 @@ def _from_file(path: Path) -> Policy:
                               f"config needs {spec.dtype}{list(spec.shape)}")
         if not np.all(np.isfinite(arr)):
             raise PolicyError(f"{path}: params/{name} holds non-finite values")
-    return Policy(config, spaces, _unflatten(got), int(meta["seed"]), source=str(path))
+    return Policy(config, spaces, _unflatten(got), int(meta["seed"]), source=str(path),
+                  env_actions=(EnvActions.from_json(meta["env_actions"], path)
+                               if "env_actions" in meta else None))
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,6 +12,12 @@
 The offsets are SPAN apart and an index is below SPAN (plan.make_plan refuses a run of
 SPAN log points or more), so no two streams share a key (tests/test_streams.py). Host envs
 seed their resets from the same integers (host_loop.env_seed(seed, data, env)).
+
+How a stream's key is spent, written once here for every caller (run/acting.py):
+
+    tick_keys(key)             a training tick: (the next tick's key, the policy's, the envs')
+    episode_keys(key, limit)   an episode: (the envs' reset key, one key per tick [limit])
+    step_keys(key)             an episode's tick: (the policy's key, the envs')
 """
 
 from __future__ import annotations
@@ -48,3 +54,21 @@ def keys(seeds, name: str, index: int = 0) -> np.ndarray:
     numpy arrays: in a multi-host run every process passes the same values, which jit
     takes as replicated (a device array is process-local)."""
     return np.stack([key(s, name, index) for s in seeds])
+
+
+def tick_keys(key):
+    """A training tick's keys from the seed's running key: (next key, policy key, env
+    key) [3, 2] (jittable)."""
+    return jax.random.split(key, 3)
+
+
+def episode_keys(key, limit: int):
+    """An episode's keys from its stream key: (reset key [2], step keys [limit, 2]); tick t
+    of every episode played from `key` takes step key t (jittable)."""
+    k_init, k_run = jax.random.split(key)
+    return k_init, jax.random.split(k_run, limit)
+
+
+def step_keys(key):
+    """An episode tick's keys from its step key: (policy key, env key) [2, 2] (jittable)."""
+    return jax.random.split(key)

@@ -4,9 +4,10 @@ Both are siblings behind one protocol (`Trainer`: init, abstract_state, chunk, e
 report, close), so the driver runs either without knowing which:
 
     CompiledTrainer  envs in the program: jit(vmap(init_seed)), jit(run_chunk) over a log
-                     interval's ticks, jit(evaluate) (loop.py)
+                     interval's ticks (loop.py), jit(evaluate) (acting.py)
     HostTrainer      envs on the host: per tick jit(act_and_insert), jit(train_steps),
-                     the envs step meanwhile (host_loop.py); evaluation steps host envs
+                     the envs step meanwhile (host_loop.py); evaluation plays host envs
+                     (acting.play_host)
 
 What they share (the schedule, metric names, seed and evaluation keys, the open-loop
 report) is `_Shared`. Host env states are not in checkpoints: a resumed host run starts
@@ -30,7 +31,7 @@ from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.envs.host import base as host_lib
-from dreamerjax.run import host_loop, loop, streams
+from dreamerjax.run import acting, host_loop, loop, streams
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import Plan
@@ -220,7 +221,8 @@ class _Shared:
     """What both trainers build the same way from the plan: the schedule, the metric
     names, the seed and evaluation keys, the state's specs and sharding over the plan's
     mesh, the init program and the open-loop report of the first seed. Each trainer adds
-    only how it acts: `_init_seed` (its per-seed state) and `_build` (its programs)."""
+    only how it acts: `_build` (its programs). A seed's state is loop.init_seed's on both
+    (the host path's without env state)."""
 
     plan: Plan
     # Programs compiled ahead of their first call in a run over several processes, by
@@ -234,8 +236,7 @@ class _Shared:
         self.metric_names = names = loop.metric_names(setup)
         self.updates_due = loop.updates_per_tick(setup)
         self._report = jax.jit(lambda st, k: _openl_of_seed(setup, st, k))
-        init_seed = self._init_seed
-        self._init_fn = jax.vmap(lambda k: init_seed(setup, k, names))
+        self._init_fn = jax.vmap(lambda k: loop.init_seed(setup, k, names))
         self.specs = None
         if plan.data > 1:
             self.specs = state_specs(jax.eval_shape(self._init_fn, self._keys()), True,
@@ -249,8 +250,6 @@ class _Shared:
         else:
             self._init = jax.jit(self._init_fn, out_shardings=self.sharding)
         self._build()
-
-    _init_seed = staticmethod(loop.init_seed)
 
     def _build(self) -> None:
         raise NotImplementedError
@@ -428,8 +427,8 @@ class CompiledTrainer(_Shared):
         params = agent_lib.policy_params(setup.config.agent, params)
         if self.mesh is None:
             return loop.over_seeds(
-                setup, lambda p, k: loop.evaluate(setup, p, k, eps, mode), params, keys)
-        fn = jax.vmap(lambda p, k: loop.evaluate(setup, p, k, eps, mode))
+                setup, lambda p, k: acting.evaluate(setup, p, k, eps, mode), params, keys)
+        fn = jax.vmap(lambda p, k: acting.evaluate(setup, p, k, eps, mode))
         spec = P("seed")
         # check_vma off: the loop's carry starts from constants (device-invariant) and
         # becomes per-device, which the varying-axes check refuses for loops. A seed's data
@@ -483,8 +482,6 @@ class HostTrainer(_Shared):
     # host envs' step, overlapping those updates), "ticks".
     profile: dict | None = None
 
-    _init_seed = staticmethod(host_loop.init_host_seed)
-
     def _build(self) -> None:
         if self.parallel is None:  # the reference's run.driver_parallel (configs.yaml:73)
             self.parallel = self.setup.run.driver_parallel
@@ -516,13 +513,7 @@ class HostTrainer(_Shared):
 
         self._act = compiled(act, lambda state: (state, None))  # (state, actions)
         self._train = compiled(train, lambda state: state)
-        self._eval_act = jax.jit(
-            lambda p, c, r, k, mode: loop.over_seeds(
-                setup, lambda *a: host_loop.eval_act(setup, *a, mode), p, c, r, k),
-            static_argnums=4)
-        self._eval_carry = jax.jit(jax.vmap(
-            lambda _: agent_lib.policy_initial(setup.config.agent, setup.spaces,
-                                               setup.run.eval_episodes)))
+        self._eval_act = {mode: host_loop.eval_program(setup, mode) for mode in (False, True)}
         self._train_envs: host_lib.HostCollector | None = None
         self._eval_envs: host_lib.HostCollector | None = None
         self._rows: dict | None = None  # this process's envs' rows [k, ...]
@@ -615,35 +606,15 @@ class HostTrainer(_Shared):
             self._eval_envs = self._collector(S * E)
         keys = streams.keys(self.seeds, stream, log_index)
         limit = host_loop.episode_limit(self.setup)
-        step_keys = jax.vmap(lambda k: jax.random.split(jax.random.split(k)[1], limit))(keys)
+        step_keys = jax.vmap(lambda k: streams.episode_keys(k, limit)[1])(keys)
         env_seeds = [host_loop.env_seed(s, streams.data(stream, log_index), e)
                      for s in self.seeds for e in range(E)]
-        rows = _split_seeds(self._eval_envs.reset(env_seeds), S)
-        carry = self._eval_carry(np.zeros((S,), np.int32))
-        ret = np.zeros((S * E,), np.float64)
-        length = np.zeros((S * E,), np.int64)
-        done = np.zeros((S * E,), bool)
-        for t in range(limit):
-            act, carry = self._eval_act(params, carry, rows, step_keys[:, t], mode)
-            act = np.asarray(act)
-            flat, _ = self._eval_envs.step(act.reshape(S * E, *act.shape[2:]))
-            live = ~done
-            ret += np.where(live, flat["reward"], 0.0)
-            length += live
-            done |= flat["is_last"]
-            if done.all():
-                break
-            rows = _split_seeds(flat, S)
-        # Unfinished episodes leave their envs mid-episode: the next evaluation resets all.
-        return (ret.astype(np.float32).reshape(S, E), length.astype(np.float32).reshape(S, E))
+        ret, length = acting.play_host(self.setup, self._eval_envs, self._eval_act[mode],
+                                       params, env_seeds, step_keys)
+        return ret.reshape(S, E), length.reshape(S, E)
 
 
 def make_trainer(plan: Plan) -> Trainer:
     """The trainer of a plan: host envs (gym_, atari_, dmc_, crafter_) get a HostTrainer,
     which steps them on the CPU between compiled calls; every other suite a CompiledTrainer."""
     return HostTrainer(plan) if plan.host else CompiledTrainer(plan)
-
-
-def _split_seeds(tree, seeds: int):
-    """[seeds * n, ...] -> [seeds, n, ...] on every leaf."""
-    return jax.tree.map(lambda x: x.reshape(seeds, -1, *x.shape[1:]), tree)

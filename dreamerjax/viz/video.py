@@ -125,7 +125,7 @@ def frames(env_id: str, episode: dict) -> list[np.ndarray]:
 
     out, ret = [], 0.0
     steps = len(episode["reward"])
-    if "frame" in episode:  # a host env's own pictures (rollout.host_rollout)
+    if "frame" in episode:  # a host env's own pictures (run/rollout.py, host suites)
         from PIL import Image
         for t in range(steps):
             ret += float(episode["reward"][t])

@@ -77,6 +77,14 @@ class HostSpec:
     action_dims: int  # size of a continuous action vector; 0 when discrete
     episode_limit: int = 0  # the env's own limit in agent steps where known, else 0
     episode_keys: tuple[tuple[str, str], ...] = ()  # (name, dtype) of info["episode_log"]
+    # A continuous action's box as the env's space gives it (normalized_action maps onto
+    # it): per-dim bounds, their dtype, the env's action shape. A discrete action's first
+    # index (Gymnasium's Discrete start).
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    action_bounds_dtype: str = "float32"
+    env_action_shape: tuple[int, ...] = ()
+    action_start: int = 0
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -146,6 +154,15 @@ def normalized_action(action, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     mask = np.isfinite(low) & np.isfinite(high)
     lo, hi = np.where(mask, low, -1), np.where(mask, high, 1)
     return np.where(mask, (a + 1) / 2 * (hi - lo) + lo, a)
+
+
+def box_fields(low: np.ndarray, high: np.ndarray, shape: tuple[int, ...]) -> dict:
+    """The HostSpec fields of a continuous action box: the flat bounds `low`, `high` [D]
+    that the adapter's step maps onto (normalized_action), their dtype, the env's shape."""
+    return dict(action_low=tuple(float(x) for x in low),
+                action_high=tuple(float(x) for x in high),
+                action_bounds_dtype=np.result_type(low, high).name,
+                env_action_shape=tuple(int(x) for x in shape))
 
 
 def import_quietly(module: str):

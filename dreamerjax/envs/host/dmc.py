@@ -33,7 +33,13 @@ import os
 
 import numpy as np
 
-from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space, normalized_action
+from dreamerjax.envs.host.base import (
+    HostEnv,
+    HostSpec,
+    box_fields,
+    check_obs_space,
+    normalized_action,
+)
 
 DEFAULT_CAMERAS = {"quadruped": 2}  # dmc.py:10-13 (locom_rodent is not a suite domain)
 
@@ -89,6 +95,7 @@ class DMCEnv(HostEnv):
         self.spec = HostSpec(
             env_id=env_id, obs_space=check_obs_space(env_id, tuple(obs_space)),
             discrete=False, num_actions=0, action_dims=int(np.prod(act.shape)),
+            **box_fields(self._low, self._high, self._act_shape),
             episode_limit=-(-int(limit) // self.repeat) if np.isfinite(limit) else 0)
 
     @property

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space, normalized_action
+from dreamerjax.envs.host.base import (
+    HostEnv,
+    HostSpec,
+    box_fields,
+    check_obs_space,
+    normalized_action,
+)
 
 
 def _flatten_space(space, prefix: str = "") -> dict[str, Any]:
@@ -112,6 +118,7 @@ class GymEnv(HostEnv):
             flat = {"image" if image else "vector": obs_space}
         self._leaves = [_Leaf(env_id, name, sp) for name, sp in flat.items()]
         act = self._env.action_space
+        box: dict = {}
         if isinstance(act, gs.Discrete):
             discrete, n, dims = True, int(act.n), 0
             self._act_start = int(act.start)
@@ -123,6 +130,7 @@ class GymEnv(HostEnv):
             # a float32 Box is normalised in float32 (host.normalized_action).
             self._low = np.broadcast_to(np.asarray(act.low), act.shape).ravel()
             self._high = np.broadcast_to(np.asarray(act.high), act.shape).ravel()
+            box = box_fields(self._low, self._high, self._act_shape)
         else:
             raise ValueError(f"{env_id}: action space {type(act).__name__} is not supported "
                              "(Discrete or Box)")
@@ -132,7 +140,8 @@ class GymEnv(HostEnv):
             env_id=env_id,
             obs_space=check_obs_space(env_id, tuple(
                 (leaf.name, leaf.shape, leaf.dtype) for leaf in self._leaves)),
-            discrete=discrete, num_actions=n, action_dims=dims, episode_limit=limit)
+            discrete=discrete, num_actions=n, action_dims=dims, episode_limit=limit,
+            action_start=self._act_start if discrete else 0, **box)
 
     @property
     def env(self):

@@ -40,7 +40,7 @@ import os
 
 import numpy as np
 
-from dreamerjax.envs.host.base import HostEnv, HostSpec, check_obs_space
+from dreamerjax.envs.host.base import HostEnv, HostSpec, box_fields, check_obs_space
 from dreamerjax.envs.host.dmc import repeat_step
 
 WALKERS = ("ant",)
@@ -201,6 +201,7 @@ class LocoNavEnv(HostEnv):
         self.spec = HostSpec(
             env_id=env_id, obs_space=check_obs_space(env_id, tuple(obs_space)),
             discrete=False, num_actions=0, action_dims=int(np.prod(act.shape)),
+            **box_fields(self._low, self._high, self._act_shape),
             episode_limit=-(-steps // self.repeat), episode_keys=(("log_coverage", "int32"),))
 
     @property
