@@ -254,3 +254,14 @@ def test_the_update_fixture_refutes_an_option_left_out(option):
     rows = agent_checks.check_update(str(REF), "update_options_linear.npz",
                                      override=override, runs=("",))
     assert any(r.kind == "check" and not r.passed for r in rows)
+
+
+def test_parity_says_which_file_it_checks_as_it_goes(tmp_path, capsys):
+    """`dreamerjax parity` prints a line per file before checking it (to stderr, beside
+    the table), so a run of several minutes is never silent."""
+    for name in ("options_norms_29eb964.npz", "options_norms_e3f0224.npz"):
+        (tmp_path / name).symlink_to(REF / name)
+    _, code = run_parity(tmp_path)
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0 and err == ["parity: options_norms_29eb964.npz (1/2)",
+                                 "parity: options_norms_e3f0224.npz (2/2)"]

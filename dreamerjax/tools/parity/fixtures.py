@@ -407,7 +407,10 @@ def run_parity(
         raise FileNotFoundError(f"fixture directory not found: {directory}")
     rows: list[Row] = []
     seen_keys: set[str] = set()
-    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    for i, path in enumerate(files, 1):
+        if print_table:  # progress where the table goes to: a file can take minutes
+            print(f"parity: {path.name} ({i}/{len(files)})", file=sys.stderr, flush=True)
         file_rows, key = check_file(path)
         rows.extend(file_rows)
         if key is not None:
