@@ -174,7 +174,11 @@ def test_envs_and_batch_that_do_not_split_over_the_data_devices(argv, message, t
                                                                 capsys, monkeypatch):
     """num_envs and batch_size split over the data devices (each steps its own envs and
     keeps their replay): one line that says why and what to give, before anything is
-    compiled or the run directory is made."""
+    compiled or the run directory is made. (The env is checked first: a preset's suite
+    must be installed for its config's message.)"""
+    suite = {"atari100k": "ale_py", "crafter": "crafter", "bsuite": "bsuite"}
+    if "--configs" in argv:
+        pytest.importorskip(suite[argv[argv.index("--configs") + 1]])
     monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
     err = _train_error([*argv, "--out", str(tmp_path / "r")], capsys)
     assert message in err and err.count("\n") == 1, err

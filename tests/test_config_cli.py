@@ -21,7 +21,7 @@ def _values(out: str) -> dict[str, tuple[str, str]]:
     """describe()'s key lines -> {key: (value, origin)}."""
     rows = {}
     for line in out.splitlines():
-        if line.startswith("  ") and "[" in line:
+        if line.startswith("  ") and "  [" in line.strip():  # "key  value  [origin]"
             key, rest = line.split(None, 1)
             value, origin = rest.rsplit("  [", 1)
             rows[key] = (value.strip(), origin.split("]")[0])

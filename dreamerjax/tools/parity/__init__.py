@@ -47,7 +47,7 @@ def default_fixtures():
 
 
 def fixtures_hint() -> str:
-    """Where the fixtures are: they are arrays the reference produced (about 19 MB), kept
+    """Where the fixtures are: they are arrays the reference produced (about 30 MB), kept
     in the source repository, not in the installed package."""
     return (f"the reference's fixtures are not in the installed package; they are "
             f"{FIXTURES} of a dreamerjax source checkout (dreamerjax parity "

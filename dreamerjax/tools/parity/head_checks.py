@@ -1,7 +1,7 @@
 """Parity with the reference's HEAD (danijar/dreamerv3 at e3f0224) on its own arrays.
 
-The fixture directory (the full set produced by the reference's HEAD, or its subset in
-tests/data/reference_head) holds `head_loss{F}_s{d}.npz` (one jitted Agent.loss) and
+The fixture directory (the full set produced by the reference's HEAD, or the small-model
+families in tests/data/reference_head) holds `head_loss{F}_s{d}.npz` (one jitted Agent.loss) and
 `head_update{F}_s{d}.npz` (two jitted train steps) per family F; its README.md says how
 they were produced. The version is read from each family's config yaml (HEAD's config has
 `policy_dist_disc` and `repval_loss`, keys 29eb964 does not have), and the agent runs with
@@ -283,7 +283,7 @@ def _diag_rows(fx, out, spread, d, spaces) -> list[Row]:
              c("diag/repl/boot", lambda o: o["boot"], DEEP),
              c("diag/repl/ret", lambda o: o["replay_ret"], DEEP)]
     for key in spaces.dec_keys:
-        if f"diag/dec/{key}/pred" not in d:  # left out of the committed subset (images)
+        if f"diag/dec/{key}/pred" not in d:  # left out of the committed files (images)
             continue
         rows.append(compare(fx, f"diag/dec/{key}/pred", out["dec"][key],
                             d[f"diag/dec/{key}/pred"], widen(DEEP, spread["dec"][key])))
