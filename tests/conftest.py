@@ -73,7 +73,7 @@ FAST_MODULES = {
     "test_optim.py", "test_schedule.py", "test_replay.py", "test_config.py",
     "test_config_env.py", "test_records.py", "test_summary.py", "test_merge.py",
     "test_xla_tuning.py", "test_parity_ae.py", "test_parity_agent.py",
-    "test_reference_ticks.py", "test_checkpoint.py", "test_cli.py",
+    "test_reference_ticks.py", "test_checkpoint.py", "test_cli.py", "test_repo_size.py",
 }
 FAST_TESTS = {  # the one tiny end-to-end run
     "test_driver.py::test_checkpoint_every_zero_trains_to_the_end_without_checkpoints",

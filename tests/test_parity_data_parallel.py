@@ -19,12 +19,10 @@ FAMILIES = {
     "reference": {"update_dp2.npz": ["ac_config.yaml"],
                   "update_image_dp2.npz": ["ac_config_image.yaml"]},
     "reference_head": {
-        "head_update_pert_dp2_s0.npz": ["head_config_pert_s0.yaml",
-                                        "head_params_start_pert_s0.npz",
-                                        "head_loss_pert_s0.npz"],
-        "head_update_image_pert_dp2_s0.npz": ["head_config_image_pert_s0.yaml",
-                                              "head_params_start_image_pert_s0.npz",
-                                              "head_loss_image_pert_s0.npz"]},
+        "head_update_small_pert_dp2_s0.npz": ["head_config_small_pert_s0.yaml",
+                                              "head_params_start_small_pert_s0.npz"],
+        "head_update_small_image_pert_dp2_s0.npz": ["head_config_small_image_pert_s0.yaml",
+                                                    "head_params_start_small_image_pert_s0.npz"]},
 }
 
 

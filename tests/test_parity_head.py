@@ -1,5 +1,5 @@
-"""Parity with the reference's HEAD (e3f0224): the committed subset of its own arrays
-(tests/data/reference_head, benchmarks/reference_head/subset.py) passes `parity --strict`,
+"""Parity with the reference's HEAD (e3f0224): its own arrays at a small model shape
+(tests/data/reference_head, benchmarks/reference_head/make_small.py) pass `parity --strict`,
 with every family's loss checked; the parameter counts equal HEAD's."""
 
 from pathlib import Path
@@ -38,20 +38,20 @@ def test_strict_parity_passes(result):
 def test_every_family_is_really_checked(result):
     rows, _ = result
     checked = [r for r in rows if r.kind == "check"]
-    for fam in ("_pert", "_image_pert", "_cont_pert_eps"):
+    for fam in ("_small_pert", "_small_image_pert", "_small_cont_pert_eps"):
         mine = {r.array for r in checked if r.fixture == f"head_loss{fam}_s0.npz"}
         # loss terms, the total, outputs, imagination, every metric of HEAD's loss
         assert {"loss/total", "loss/dyn", "loss/policy", "loss/repval", "outs/tokens",
                 "diag/imag/weight", "diag/imag/ret", "met/dyn_ent", "met/ret"} <= mine, fam
         assert len(mine) > 55, (fam, len(mine))
-    image = {r.array for r in checked if r.fixture == "head_loss_image_pert_s0.npz"}
+    image = {r.array for r in checked if r.fixture == "head_loss_small_image_pert_s0.npz"}
     assert {"loss/image", "met/loss/image"} <= image
-    cont = {r.array for r in checked if r.fixture == "head_loss_cont_pert_eps_s0.npz"}
+    cont = {r.array for r in checked if r.fixture == "head_loss_small_cont_pert_eps_s0.npz"}
     assert "met/ent/action" in cont and "met/rand/action" not in cont  # HEAD's Agg hides it
 
 
 def test_version_comes_from_the_fixture_config():
-    cfg = head_checks.config_from_head_yaml(str(REF / "head_config_pert_s0.yaml"))
+    cfg = head_checks.config_from_head_yaml(str(REF / "head_config_small_pert_s0.yaml"))
     assert cfg.reference == HEAD_REF and cfg.actor_unimix == 0.0
     with pytest.raises(ValueError, match="not a config of"):
         head_checks.config_from_head_yaml(

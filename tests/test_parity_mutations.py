@@ -126,7 +126,7 @@ def _deter_first(lat, version):
 
 
 HEAD_MUTATIONS = {
-    "free nats 6": (lambda c: rep(c, free_nats=6.0), {}, {"loss/dyn", "loss/rep"}),  # KL 5.2-8.8
+    "free nats 6": (lambda c: rep(c, free_nats=6.0), {}, {"loss/dyn", "loss/rep"}),  # KL 1-2.0
     "slowreg 0": (lambda c: rep(c, slowreg=0.0), {}, {"loss/value", "loss/repval"}),
     "imagination weight from the data's continue": (
         None, {(agent_lib, "imagined_rew_con"): _data_start_weight},
@@ -140,7 +140,7 @@ HEAD_MUTATIONS = {
 
 def test_unmutated_head_loss_check_passes(one_draw):
     from dreamerjax.tools.parity import head_checks
-    rows = head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_pert_s0.npz")
+    rows = head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_small_pert_s0.npz")
     assert len(rows) > 55 and not _failing(rows)
 
 
@@ -150,6 +150,6 @@ def test_injected_bug_fails_the_head_loss_check(name, one_draw, monkeypatch):
     override, patches, moved = HEAD_MUTATIONS[name]
     for (module, attr), fn in patches.items():
         monkeypatch.setattr(module, attr, fn)
-    failing = _failing(head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_pert_s0.npz",
+    failing = _failing(head_checks.check_head_loss(HEAD_REF_DIR, "head_loss_small_pert_s0.npz",
                                                    override=override))
     assert failing & moved, (name, sorted(failing)[:10])
