@@ -94,6 +94,59 @@ def test_evaluate_writes_a_video(run_with_function_callback, tmp_path):
     assert rows[0]["video"] == str(video) and video.stat().st_size > 0
 
 
+def _files(root):
+    return sorted(root.rglob("*"))
+
+
+def test_evaluate_an_exported_policy_file(run_with_function_callback, tmp_path, capsys):
+    from dreamerjax.run.policy import export
+
+    out, _, _ = run_with_function_callback
+    path = export(out, 3, tmp_path / "cartpole.npz")
+    # The file's params are seed 3's of the latest checkpoint: `dreamerjax eval` of the
+    # run directory gives the same episodes for that seed, through the API and the CLI.
+    want = [{k: r[k] for k in ("seed", "returns", "mean")}
+            for r in rundir.evaluate_run(str(out), 3) if r["seed"] == 3]
+    rows = dreamerjax.evaluate(str(path), episodes=3)
+    assert [{k: r[k] for k in ("seed", "returns", "mean")} for r in rows] == want
+    assert set(rows[0]) == {"seed", "returns", "mean", "lengths"}
+    assert rows[0]["returns"] == [float(n) for n in rows[0]["lengths"]]  # 1 per step
+    assert dreamerjax.evaluate(path, episodes=3, seed=3, mode="mode")[0]["seed"] == 3
+    assert cli.main(["eval", str(path), "--episodes", "3"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == want
+    with pytest.raises(ValueError, match="holds seed 3 alone, not seed 0"):
+        dreamerjax.evaluate(path, seed=0)
+    with pytest.raises(ValueError, match="checkpoint 1: .* is a policy file"):
+        dreamerjax.evaluate(path, checkpoint=1)
+    # What a file lacks is refused in one line naming the flag; nothing is written.
+    before = _files(tmp_path)
+    for flags, flag in ((["--report"], "--report"), (["--checkpoint", "1"], "--checkpoint"),
+                        (["--plot", str(tmp_path / "c.png")], "--plot")):
+        assert cli.main(["eval", str(path), *flags]) == 2
+        err = capsys.readouterr().err
+        assert f"error: {flag}: " in err and "policy file" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert _files(tmp_path) == before
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    before = _files(tmp_path)
+    assert cli.main(["eval", str(tmp_path / "other.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "not a dreamerjax policy file: " in err and len(err.strip().splitlines()) == 1
+    assert _files(tmp_path) == before
+
+
+def test_eval_of_a_policy_file_writes_a_video(run_with_function_callback, tmp_path,
+                                              capsys):
+    pytest.importorskip("imageio")
+    from dreamerjax.run.policy import export
+
+    out, _, _ = run_with_function_callback
+    path = export(out, 0, tmp_path / "cartpole.npz")
+    video = tmp_path / "episode.gif"
+    assert cli.main(["eval", str(path), "--episodes", "1", "--video", str(video)]) == 0
+    assert f"wrote {video}" in capsys.readouterr().out and video.stat().st_size > 0
+
+
 def test_register_env_jax_checks_and_replaces():
     from dreamerjax.envs import core
 

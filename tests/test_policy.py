@@ -159,10 +159,12 @@ def test_bad_policy_files_are_refused_with_the_reason(run_dir, tmp_path):
             load_policy(path)
 
     (tmp_path / "junk.npz").write_bytes(b"not a zip file")
-    refused(tmp_path / "junk.npz", "not a policy file")
+    refused(tmp_path / "junk.npz", "not a dreamerjax policy file: ")
     torn = tmp_path / "torn.npz"
     torn.write_bytes(good.read_bytes()[:1000])
-    refused(torn, "not a policy file")
+    refused(torn, "not a dreamerjax policy file: ")
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))  # a .npz of something else
+    refused(tmp_path / "other.npz", r"not a dreamerjax policy file: .*other.npz \(no __meta__")
     refused(_rewrite(good, tmp_path / "fmt.npz", lambda m: m.update(format="other/9")),
             "format 'other/9'")
     refused(_rewrite(good, tmp_path / "deter.npz",
@@ -210,6 +212,9 @@ def test_export_command_and_package_entry_point(run_dir, tmp_path, capsys):
     assert "policy of seed 3" in capsys.readouterr().out
     policy = dreamerjax.load_policy(out)
     assert policy.seed == 3 and policy.config == load_policy(run_dir, seed=3).config
+    assert load_policy(out, seed=3).seed == 3
+    with pytest.raises(PolicyError, match="holds seed 3 alone, not seed 0"):
+        load_policy(out, seed=0)  # the file holds one seed: another is refused
     assert cli.main(["export", str(run_dir), "--seed", "9", "--out", str(out)]) == 2
     assert "seed 9 was not trained" in capsys.readouterr().err
     assert cli.main(["export", str(run_dir), "--out", str(tmp_path / "p.bin")]) == 2

@@ -55,12 +55,15 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
              checkpoint: int | str = "latest") -> list[dict]:
     """Evaluate a trained agent on fresh episodes of its env.
 
-    run_or_result: a run directory or one of its checkpoints (RUN/checkpoints/K), or the
-        TrainResult that `train` returned (its parameters in memory).
+    run_or_result: a run directory or one of its checkpoints (RUN/checkpoints/K), a
+        policy file written by `dreamerjax export` (.npz: one seed's parameters, the
+        numbers of that seed's checkpoint it was exported from), or the TrainResult that
+        `train` returned (its parameters in memory).
     checkpoint: of a run directory, a kept checkpoint's number, "latest" (the newest that
         verifies) or "all" (every kept one, oldest first); each row then also has
-        "checkpoint" and "rows".
-    episodes: evaluation episodes per seed. seed: one trained seed (None: every seed).
+        "checkpoint" and "rows". A policy file holds one: only "latest".
+    episodes: evaluation episodes per seed. seed: one trained seed (None: every seed; a
+        policy file's seed is its own).
     video: a .mp4 or .gif file: one evaluation episode of the first evaluated seed.
     mode: "sample" acts with samples of the policy (as training's evaluation), "mode"
         with its mode.
@@ -86,6 +89,8 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
     if isinstance(run_or_result, driver.TrainResult):
         config, seeds = run_or_result.config, tuple(run_or_result.seeds)
         by_seed = run_or_result.params
+    elif isinstance(run_or_result, str | os.PathLike) and Path(run_or_result).is_file():
+        config, seeds, by_seed = _policy_file(run_or_result, seed, checkpoint)
     elif isinstance(run_or_result, str | os.PathLike):
         run_dir = str(run_or_result)
         inside = rundir.split_checkpoint_path(run_dir)
@@ -129,6 +134,19 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         if video is not None:
             out[0]["video"] = str(_video(trainer, params, chosen[0], video, mode == "mode"))
     return out
+
+
+def _policy_file(path: str | os.PathLike, seed: int | None, checkpoint: int | str
+                 ) -> tuple[Config, tuple[int, ...], dict]:
+    """(config, (seed,), {seed: params}) of an exported policy file, evaluated as the
+    in-memory params of a TrainResult are; ValueError naming what does not fit."""
+    from dreamerjax.run.policy import load_policy
+
+    if checkpoint != "latest":
+        raise ValueError(f"checkpoint {checkpoint}: {path} is a policy file, which holds "
+                         "one checkpoint's parameters (evaluate its run directory instead)")
+    policy = load_policy(path, seed)  # PolicyError (a ValueError): a seed it lacks
+    return policy.config, (policy.seed,), {policy.seed: policy.params}
 
 
 def _video(trainer, params, seed: int, path: str | os.PathLike, mode: bool) -> Path:

@@ -240,14 +240,18 @@ def env_actions_of(config: Config, setup=None) -> EnvActions:
 # Loading
 
 
-def load_policy(source: str | os.PathLike, seed: int = 0) -> Policy:
-    """A Policy from a run directory (its latest checkpoint, seed `seed`) or from a file
-    written by `export` (seed is then the file's own)."""
+def load_policy(source: str | os.PathLike, seed: int | None = None) -> Policy:
+    """A Policy from a run directory (its latest checkpoint, seed `seed`; None: 0) or from
+    a file written by `export`, which holds one seed: None takes it, another is refused."""
     path = Path(source)
     if path.is_dir():
-        return _from_run(path, int(seed))
+        return _from_run(path, 0 if seed is None else int(seed))
     if path.is_file():
-        return _from_file(path)
+        policy = _from_file(path)
+        if seed is not None and int(seed) != policy.seed:
+            raise PolicyError(f"{path}: holds seed {policy.seed} alone, not seed {seed} "
+                              f"(export seed {seed} of the run to another file)")
+        return policy
     raise PolicyError(f"{path}: no such run directory or policy file")
 
 
@@ -346,16 +350,16 @@ def _restore_params(run_dir: Path, index: int, want: dict, num_seeds: int) -> di
 
 def _from_file(path: Path) -> Policy:
     if not zipfile.is_zipfile(path):
-        raise PolicyError(f"{path}: not a policy file (.npz is a zip archive)")
+        raise PolicyError(f"not a dreamerjax policy file: {path} (not a .npz zip archive)")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise PolicyError(f"{path}: not a policy file (.npz): {e}") from None
+        raise PolicyError(f"not a dreamerjax policy file: {path} ({e})") from None
     except ValueError as e:  # an object array: would need pickle
         raise PolicyError(f"{path}: refused: {e}") from None
     if "__meta__" not in arrays:
-        raise PolicyError(f"{path}: not a dreamerjax policy file (no __meta__ entry)")
+        raise PolicyError(f"not a dreamerjax policy file: {path} (no __meta__ entry)")
     try:
         meta = json.loads(str(arrays.pop("__meta__")))
     except json.JSONDecodeError as e:

@@ -229,11 +229,12 @@ def _check_train_values(args: TrainArgs) -> None:
 
 @dataclass(frozen=True)
 class EvalArgs:
-    """Evaluate a run's checkpoints: the latest, a chosen one, or every kept one."""
+    """Evaluate a run's checkpoints (the latest, a chosen one, or every kept one) or a
+    policy file written by `dreamerjax export`."""
 
     run_dir: tyro.conf.Positional[Path]
-    """Run directory (written by `dreamerjax train`), or one of its checkpoints,
-    RUN/checkpoints/K."""
+    """Run directory (written by `dreamerjax train`), one of its checkpoints,
+    RUN/checkpoints/K, or a policy file (FILE.npz, written by `dreamerjax export`)."""
     checkpoint: str = "latest"
     """A kept checkpoint's number K (RUN/checkpoints/K), latest, or all (one evaluation per
     kept checkpoint, oldest first)."""
@@ -257,7 +258,16 @@ class EvalArgs:
                 raise ArgumentError(f"--checkpoint {self.checkpoint}: {self.run_dir} is "
                                     f"checkpoint {inside[1]} already")
             self = dataclasses.replace(self, run_dir=inside[0], checkpoint=str(inside[1]))
-        _check_existing_run_dir(self.run_dir)
+        if self.run_dir.is_file():  # a policy file: one seed's parameters, nothing else
+            for flag, given in (("--checkpoint", self.checkpoint != "latest"),
+                                ("--report", self.report), ("--plot", self.plot is not None)):
+                if given:
+                    raise ArgumentError(
+                        f"{flag}: {self.run_dir} is a policy file (one checkpoint's "
+                        "parameters, no world-model report or training rows); give "
+                        "its run directory instead")
+        else:
+            _check_existing_run_dir(self.run_dir)
         if self.checkpoint not in ("latest", "all") and not self.checkpoint.isdigit():
             raise ArgumentError(f"--checkpoint {self.checkpoint}: give a checkpoint's number, "
                                 "latest or all")

@@ -245,6 +245,8 @@ def eval_command(args: EvalArgs) -> int:
 
     from dreamerjax.run import rundir
 
+    if args.run_dir.is_file():  # an exported policy (validate refused what it lacks)
+        return _eval_policy_file(args)
     try:
         rows = rundir.evaluate_run(str(args.run_dir), args.episodes, mode=args.mode == "mode",
                                    checkpoint=args.checkpoint)
@@ -264,6 +266,21 @@ def eval_command(args: EvalArgs) -> int:
         for path in rundir.eval_artifacts(str(args.run_dir), report=args.report,
                                           video=args.video, mode=args.mode == "mode"):
             print(f"wrote {path}")
+    return 0
+
+
+def _eval_policy_file(args: EvalArgs) -> int:
+    """`dreamerjax eval FILE.npz`: the file's seed on fresh episodes, the rows that its
+    run's checkpoint gives (without the checkpoint's number and rows)."""
+    import json
+
+    from dreamerjax.run import api
+
+    rows = api.evaluate(args.run_dir, args.episodes, mode=args.mode, video=args.video)
+    for row in rows:
+        print(json.dumps({k: row[k] for k in ("seed", "returns", "mean")}))
+    if "video" in rows[0]:
+        print(f"wrote {rows[0]['video']}")
     return 0
 
 
