@@ -108,3 +108,9 @@ def read_scalars(run_dir: str | os.PathLike) -> dict[int, list[tuple[str, int, f
                     if v.WhichOneof("value") == "simple_value":  # not images
                         points.append((v.tag, int(event.step), float(v.simple_value)))
     return out
+
+
+def without_timing(record) -> dict:
+    """A record without its timing fields (records.TIMING_FIELDS), for comparing runs'
+    results: those differ between runs whose results are equal."""
+    return {k: v for k, v in record.items() if k not in records.TIMING_FIELDS}

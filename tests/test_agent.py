@@ -12,6 +12,7 @@ from dreamerjax.algo import nets
 from dreamerjax.algo.spaces import Spaces, preprocess
 from dreamerjax.config.defaults import SIZES, agent_config, tiny_agent_config
 from dreamerjax.config.resolve import make_config
+from dreamerjax.data import schema
 
 VEC = Spaces.vector(4, True, 2)
 IMG = Spaces((("image", (16, 16, 3), "uint8"), ("vector", (3,), "float32")), True, 3)
@@ -94,7 +95,7 @@ def test_spaces_select_keys_by_regex_and_order():
                    ("vel", (2,), "float32")), True, 2, enc_spaces="image|pos", dec_spaces="v.*")
     assert sp.enc_vector_keys == ("pos",) and sp.enc_image_keys == ("image",)
     assert sp.dec_keys == ("vel",)
-    assert {k: v.dtype for k, v in sp.obs_specs((2,)).items()} == {
+    assert {k: v.dtype for k, v in schema.obs_spec(sp, (2,)).items()} == {
         "image": np.uint8, "pos": np.float32, "vel": np.float32}
     hash(sp)  # a static jit argument
     with pytest.raises(ValueError, match="enc_spaces 'nothing' matches none"):

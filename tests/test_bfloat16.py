@@ -123,7 +123,7 @@ def _forward(params, cfg, spaces, obs):
 def test_activations_are_bfloat16_and_outputs_float32_where_the_reference_has_them():
     cfg = _img_cfg("bfloat16")
     params = jax.eval_shape(lambda k: A.init_params(k, cfg, IMG), jax.random.PRNGKey(0))
-    obs = schema.zeros(IMG.obs_specs((2, 3)))
+    obs = schema.zeros(schema.obs_spec(IMG, (2, 3)))
     out = jax.eval_shape(lambda p: _forward(p, cfg, IMG, obs), params)
     dtypes = lambda t: {x.dtype for x in jax.tree.leaves(t)}  # noqa: E731
     assert out["obs"]["image"].dtype == BF16 and out["obs"]["vector"].dtype == F32  # :469
@@ -148,7 +148,7 @@ def test_update_keeps_params_optimiser_state_losses_and_metrics_float32():
     assert outs["replay"]["deter"].dtype == F32  # the replay stores float32 (agent.py:109)
     _, new_carry, latent = jax.eval_shape(
         lambda p, c, o, f, k: A.policy(p, cfg, VEC, c, o, f, k), new.params,
-        A.policy_initial(cfg, VEC, 3), VEC.obs_specs((3,)),
+        A.policy_initial(cfg, VEC, 3), schema.obs_spec(VEC, (3,)),
         jax.ShapeDtypeStruct((3,), bool), key)
     assert floats((new_carry, latent)) == {F32}
 

@@ -88,7 +88,7 @@ def make_run(path, seeds=(0, 1, 2), log_s2=True, run: RunConfig | None = None,
     path.mkdir(parents=True, exist_ok=True)
     cfg = Config(agent=agent_config("1m", twohot_mean=twohot_mean), run=run or RunConfig(),
                  size="1m")
-    (path / "config.json").write_text(cfg.to_json())
+    (path / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
     recs, eps = [], []
     for s in seeds:
         seed_eps = episodes_for(s)
@@ -430,7 +430,7 @@ def test_smoke_mode_uses_last_three_log_points(tmp_path):
     run.mkdir()
     rc = RunConfig(num_envs=2, steps=40, eval_every=8, eval_episodes=2, train_ratio=4.0,
                    batch_size=2, batch_length=4)
-    (run / "config.json").write_text(Config(run=rc, size="1m").to_json())
+    (run / "config.json").write_text(json.dumps(Config(run=rc, size="1m").to_dict()))
     updates = {8: 0, 16: 4, 24: 8, 32: 12, 40: 16}
     eps = [{"seed": 0, "worker": w, "row_last": r, "length": r - p - 1, "score": r - p - 1.0,
             "terminal": True} for w in (0, 1) for p, r in ((-1, 9), (9, 19))]

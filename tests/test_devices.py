@@ -7,10 +7,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from _runs import small_argv
+from _runs import small_argv, without_timing
 from _xla import json_of_child, train_in_processes
 
-from dreamerjax.run.records import read_episodes, read_records, without_timing
+from dreamerjax.run.records import read_episodes, read_records
 
 TESTS = Path(__file__).parent
 # The small run's log points (tests/_runs.py) for seeds 0 and 1, in records order.

@@ -14,7 +14,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from _runs import STEPS, read_scalars, small_config
+from _runs import STEPS, read_scalars, small_config, without_timing
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
@@ -34,7 +34,7 @@ def _train(cfg, out, seeds=(0, 1), **kw):
 
 
 def _strip(recs):
-    return [records.without_timing(r) for r in recs]
+    return [without_timing(r) for r in recs]
 
 
 @pytest.fixture(scope="module")

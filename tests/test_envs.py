@@ -42,7 +42,7 @@ def test_unknown_id_lists_known_ids():
 def test_spec_facts():
     spec = envs.make_env("CartPole-v1")
     assert spec is envs.make_env("CartPole-v1")
-    assert spec.obs_shape == (4,) and not spec.is_image
+    assert spec.obs_shape == (4,)
     assert spec.discrete and spec.num_actions == 2 and spec.action_shape == ()
     assert spec.episode_limit == 500
     assert envs.make_env("CartPole-v1", episode_limit=7).episode_limit == 7
@@ -50,7 +50,7 @@ def test_spec_facts():
     assert not pend.discrete and pend.action_shape == (1,)
     assert pend.action_low == (-2.0,) and pend.action_high == (2.0,)
     assert pend.episode_limit == 200
-    assert envs.make_env("Breakout-MinAtar").is_image
+    assert len(envs.make_env("Breakout-MinAtar").obs_shape) == 3  # [H, W, C]
 
 
 def test_forced_truncation_is_last_not_terminal():

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
     from dreamerjax.run.plan import make_plan
     from dreamerjax.run.trainers import make_trainer
     from dreamerjax.run.policy import load_policy
-    from _runs import at_head, small_config
+    from _runs import at_head, small_config, without_timing
 
     out, res = sys.argv[2], {"device_count": jax.device_count()}
 
@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent("""
         return [np.asarray(x, np.float64) for x in jax.tree.leaves(params)]
 
     def strip(recs):
-        return [records.without_timing(r) for r in recs]
+        return [without_timing(r) for r in recs]
 
     data, sliced = train("2,1,1", "data"), train("1,2,1", "fsdp")
     pd, ps = leaves(data.params[0]), leaves(sliced.params[0])

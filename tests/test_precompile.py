@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from _runs import small_argv
+from _runs import small_argv, without_timing
 
 from dreamerjax.run import precompile
-from dreamerjax.run.records import without_timing
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tests' small run (tests/_runs.py); the test is about the cache, so each process

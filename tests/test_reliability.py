@@ -27,7 +27,7 @@ from pathlib import Path
 import _failpoints
 import numpy as np
 import pytest
-from _runs import read_scalars, small_argv
+from _runs import read_scalars, small_argv, without_timing
 
 from dreamerjax.run import checkpoint, records
 from dreamerjax.run import lock as runlock
@@ -264,7 +264,7 @@ def test_killed_and_resumed_run_equals_the_whole_run(story):
     assert story["kills"] >= 8
 
     def strip(recs):
-        return [records.without_timing(r) for r in recs]
+        return [without_timing(r) for r in recs]
 
     a, b = records.read_records(whole), records.read_records(run)
     # Log points every 80 rows; the gate opens at row 132, so none at row 80, then one

@@ -28,6 +28,12 @@ def _rows(num_envs, row, deter=0.0):
     return rows
 
 
+def _pending(state):
+    """Queued items not yet sampled (live ones only)."""
+    head, tail = rp._online_window(state)
+    return tail - head
+
+
 def _pairs(idx):
     return list(zip(idx.env.tolist(), idx.start.tolist(), strict=True))
 
@@ -60,11 +66,10 @@ def test_gate_counts_items():
     E, L = 16, 65
     state = _filled(E, 100, L, 64)
     assert int(rp.replay_num_items(state)) == 0
-    assert not bool(rp.replay_can_sample(state, 16, L))
     state = _add(state, _rows(E, 64))
-    assert int(rp.replay_num_items(state)) == 16 and bool(rp.replay_can_sample(state, 16))
+    assert int(rp.replay_num_items(state)) == 16
     with pytest.raises(ValueError, match="length"):
-        rp.replay_can_sample(state, 16, 64)
+        rp.replay_sample(state, jax.random.PRNGKey(0), 16, 64)
 
 
 def test_windows_are_written_consecutive_and_inside_the_ring():
@@ -74,7 +79,7 @@ def test_windows_are_written_consecutive_and_inside_the_ring():
     seen_starts = set()
     for r in range(70):  # wraps the ring 3.5 times
         state = _add(state, _rows(E, r))
-        if not bool(rp.replay_can_sample(state, 1)):
+        if int(rp.replay_num_items(state)) < 1:
             assert r < L - 1
             continue
         key, sk = jax.random.split(key)
@@ -107,29 +112,29 @@ def test_annotation_marks_first_row():
 def test_online_queue_fifo_then_uniform():
     E, L = 2, 4
     state = _filled(E, 100, L, 13)  # rows 4, 8, 12 pushed windows 1, 5, 9 per env
-    assert int(rp.replay_online_pending(state)) == 6
+    assert int(_pending(state)) == 6
     state, _, idx = _sample(state, jax.random.PRNGKey(0), 4)
     assert _pairs(idx) == [(0, 1), (1, 1), (0, 5), (1, 5)]
     state, _, idx = _sample(state, jax.random.PRNGKey(1), 4)
     assert _pairs(idx)[:2] == [(0, 9), (1, 9)]
-    assert int(rp.replay_online_pending(state)) == 0
+    assert int(_pending(state)) == 0
     # Row 16 pushes window 13 of both envs; it comes first in the next batch.
     for r in range(13, 17):
         state = _add(state, _rows(E, r))
-    assert int(rp.replay_online_pending(state)) == 2
+    assert int(_pending(state)) == 2
     state, _, idx = _sample(state, jax.random.PRNGKey(2), 3)
     assert _pairs(idx)[:2] == [(0, 13), (1, 13)]
-    assert int(rp.replay_online_pending(state)) == 0
+    assert int(_pending(state)) == 0
 
 
 def test_online_queue_skips_overwritten_windows():
     E, C, L = 1, 10, 4
     state = _filled(E, C, L, 30)  # queued windows 1, 5, ..., 25; ring holds rows 20..29
-    assert int(rp.replay_online_pending(state)) == 2
+    assert int(_pending(state)) == 2
     state, _, idx = _sample(state, jax.random.PRNGKey(0), 3)
     assert idx.start.tolist()[:2] == [21, 25]
     assert 20 <= int(idx.start[2]) <= 26
-    assert int(rp.replay_online_pending(state)) == 0
+    assert int(_pending(state)) == 0
 
 
 def test_write_latents_lands_on_trained_rows_later_batch_wins():

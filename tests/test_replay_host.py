@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _runs import small_config
+from _runs import small_config, without_timing
 from _xla import json_of_child
 
 from dreamerjax.config.keys import ConfigError
@@ -29,7 +29,6 @@ from dreamerjax.run import driver, memory
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import make_plan
-from dreamerjax.run.records import without_timing
 from dreamerjax.run.trainers import make_trainer
 
 HOST = "pinned_host"
@@ -302,10 +301,9 @@ DEVICES_SCRIPT = textwrap.dedent("""
     import jax
     import numpy as np
     sys.path.insert(0, sys.argv[2])
-    from _runs import small_config
+    from _runs import small_config, without_timing
     from dreamerjax.run import driver
-    from dreamerjax.run.records import without_timing
-    out, res = sys.argv[1], {}
+        out, res = sys.argv[1], {}
     for name, devices, extra in (("seeds", 2, {}), ("data", 1, {"train_devices": (0, 1)})):
         runs = [driver.train(small_config(steps=160, replay_memory=m, **extra), (0, 1),
                              f"{out}/{name}-{m}", devices=devices, progress=False,

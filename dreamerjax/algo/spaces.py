@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -108,11 +107,6 @@ class Spaces:
         """Decoder outputs in the reference's order: vectors, then images (nets.py:311-369);
         each names its loss term."""
         return self.dec_vector_keys + self.dec_image_keys
-
-    def obs_specs(self, batch_shape: tuple[int, ...] = ()) -> dict:
-        """{name: ShapeDtypeStruct [*batch_shape, *shape]} in the stored dtype."""
-        return {n: jax.ShapeDtypeStruct((*batch_shape, *s), np.dtype(t))
-                for n, s, t in self.obs}
 
 
 def check_obs_entry(name: str, shape: tuple[int, ...], dtype: str) -> None:

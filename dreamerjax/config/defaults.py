@@ -541,9 +541,6 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
 
 # Model-size presets: configs.yaml:148-176 @29eb964 (depth, units, rssm) plus 1m, the
 # protocol's size (d = 64: units = hidden = d, deter = 8d, classes = d/16).

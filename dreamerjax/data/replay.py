@@ -68,8 +68,8 @@ Reference behaviour (embodied/replay/replay.py @29eb964) and how it maps here:
 
 Difference kept: the reference caps the number of items globally (capacity in items,
 FIFO removal); here capacity is rows per env. With lockstep envs both drop the oldest data
-first. Not sampleable before `replay_can_sample` (the reference's `len(replay) >=
-batch_size` gate, embodied/run/train.py:82).
+first. Not sampleable before `replay_num_items` reaches the batch size (the reference's
+`len(replay) >= batch_size` gate, embodied/run/train.py:82; data.schedule.gate_rows).
 """
 
 from __future__ import annotations
@@ -278,13 +278,6 @@ def replay_num_items(state: ReplayState) -> jax.Array:
     return jnp.sum(_valid_items(state)[1])
 
 
-def replay_can_sample(state: ReplayState, batch_size: int, length: int | None = None
-                      ) -> jax.Array:
-    """The reference's training gate: len(replay) >= batch_size."""
-    _check_length(state, length)
-    return replay_num_items(state) >= batch_size
-
-
 def _check_length(state: ReplayState, length: int | None) -> None:
     if length is not None and length != state.length:
         raise ValueError(f"window length {length} != the replay's length {state.length}")
@@ -303,21 +296,15 @@ def _online_window(state: ReplayState) -> tuple[jax.Array, jax.Array]:
     return head, jnp.maximum(tail, head)
 
 
-def replay_online_pending(state: ReplayState) -> jax.Array:
-    """Queued items not yet sampled (live ones only)."""
-    head, tail = _online_window(state)
-    return tail - head
-
-
 def replay_sample(state: ReplayState, key: jax.Array, batch_size: int,
                   length: int | None = None, seed: int | None = None
                   ) -> tuple[ReplayState, dict, ReplayIndex]:
     """Draw `batch_size` windows: online queue first, then uniform with replacement.
 
     Returns the state with the consumed queue entries popped, the batch (key -> [B, length,
-    ...]) and where each window starts. Call only when `replay_can_sample`. seed: a host
-    replay's `data` still has its leading seed axis (the rest of the state is this seed's):
-    the windows are read from that seed's rows, without moving the others.
+    ...]) and where each window starts. Call only when `replay_num_items` >= batch_size.
+    seed: a host replay's `data` still has its leading seed axis (the rest of the state is
+    this seed's): the windows are read from that seed's rows, without moving the others.
     """
     _check_length(state, length)
     E, L, B = state.num_envs, state.length, batch_size

@@ -143,15 +143,3 @@ def updates_owed(s: TrainSchedule, tick):
     if not isinstance(tick, int):
         tick = jnp.asarray(tick, jnp.int32)
     return total_updates(s, s.num_envs * (tick + 1)) - total_updates(s, s.num_envs * tick)
-
-
-def max_updates_per_tick(s: TrainSchedule) -> int:
-    """A static upper bound on `updates_owed` over all ticks (for a fixed-size loop).
-
-    After the gate tick a tick owes floor(x + E p / q) - floor(x) <= ceil(E p / q); the
-    gate tick owes 1 + floor(k p / q) for its k <= E - 1 rows after t0.
-    """
-    E, p, q = s.num_envs, s.ratio_num, s.ratio_den
-    if p == 0:
-        return 0
-    return max(-(-E * p // q), 1 + (E - 1) * p // q)

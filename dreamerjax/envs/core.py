@@ -117,11 +117,6 @@ class EnvSpec:
             raise ValueError(f"{self.env_id} has {len(self.obs_space)} observation keys")
         return self.obs_space[0][1]
 
-    @property
-    def is_image(self) -> bool:
-        """Whether the only observation key is an image [H, W, C]."""
-        return len(self.obs_shape) == 3
-
 
 @functools.cache
 def make_env(env_id: str, episode_limit: int = 0, *, dict_obs: bool = False,

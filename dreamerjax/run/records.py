@@ -36,11 +36,6 @@ TB_DIR = "tb"
 TIMING_FIELDS = ("wall_s", "host_s")
 
 
-def without_timing(record: Mapping) -> dict:
-    """A record without its TIMING_FIELDS (for comparing runs' results)."""
-    return {k: v for k, v in record.items() if k not in TIMING_FIELDS}
-
-
 # ---------------------------------------------------------------------------------------
 # JSON helpers
 

@@ -24,7 +24,8 @@ from dreamerjax.run.records import (
     RECORDS_FILE,
     dumps,
     flatten,
-    read_jsonl,
+    read_episodes,
+    read_records,
 )
 
 
@@ -68,7 +69,7 @@ def joined(run_dirs: Sequence[str | os.PathLike]) -> tuple[dict, list[dict], lis
         again = sorted(set(own) & set(seeds))
         if again:
             raise ValueError(f"{run}: seeds {again} are already in an earlier run")
-        recs = read_jsonl(run / RECORDS_FILE)
+        recs = read_records(run)
         if not recs:
             raise ValueError(f"{run / RECORDS_FILE}: no records")
         strays = sorted({int(r["seed"]) for r in recs} - set(own))
@@ -77,7 +78,7 @@ def joined(run_dirs: Sequence[str | os.PathLike]) -> tuple[dict, list[dict], lis
                              f"config.json does not list ({own})")
         seeds += own
         records += recs
-        episodes += read_jsonl(run / EPISODES_FILE)
+        episodes += read_episodes(run)
     records.sort(key=lambda r: (int(r["rows"]), int(r["seed"])))
     episodes.sort(key=lambda e: (int(e["seed"]), int(e["row_last"]), int(e["worker"])))
     return {**first, "seeds": seeds}, records, episodes

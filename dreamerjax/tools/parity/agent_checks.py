@@ -534,20 +534,7 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
     cfg, spaces, noise = family(directory, sfx, flat, "b1_data_", start, override)
     batches = [batch_from(flat, f"b{i}_data_", spaces) for i in (1, 2)][:steps]
 
-    devices = data_devices_of(name)
-    axis = DATA_AXIS if devices > 1 else None
-
-    def train(state, batch):
-        key = jax.random.PRNGKey(0)
-        # The update's own gradients (one backward pass in the compiled check).
-        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key, axis)
-        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads, axis)
-        if axis is not None:  # the gradients the optimiser saw, for sign_undetermined
-            grads = jax.tree.map(lambda g: jax.lax.pmean(g, axis), grads)
-        return state, dict(_update_arrays(state, outs, mets), grads=flatten(grads))
-
-    if devices > 1:
-        train = on_devices(train, devices)
+    train = update_step(cfg, spaces, data_devices_of(name))
 
     # Compiled once for both runs, both steps and every draw. The first RMS step is
     # discontinuous in g (SIGN_LIKE), and the reference's flips of update 1 carry into
@@ -575,6 +562,26 @@ def check_update(directory: str, name: str = "update.npz", override: Override | 
                             for k, g in base["grads"].items()}
             rows += _state_rows(fx, f"{run}u{i + 1}/", base, spread, flat, undetermined, cfg)
     return rows
+
+
+def update_step(cfg, spaces, devices: int, arrays: Callable | None = None) -> Callable:
+    """train(state, batch) -> (state, arrays): one update as a fixture's train step ran it
+    (gradients, then the optimiser), data-parallel on `devices` devices when more than one.
+    arrays(state, outs, mets) -> dict names what the check compares (default
+    `_update_arrays`); `grads` (flat, averaged over the devices) is added to it."""
+    axis = DATA_AXIS if devices > 1 else None
+    arrays = _update_arrays if arrays is None else arrays
+
+    def train(state, batch):
+        key = jax.random.PRNGKey(0)
+        # The update's own gradients (one backward pass in the compiled check).
+        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key, axis)
+        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads, axis)
+        if axis is not None:  # the gradients the optimiser saw, for sign_undetermined
+            grads = jax.tree.map(lambda g: jax.lax.pmean(g, axis), grads)
+        return state, dict(arrays(state, outs, mets), grads=flatten(grads))
+
+    return on_devices(train, devices) if devices > 1 else train
 
 
 DATA_AXIS = "data"

@@ -310,6 +310,15 @@ def _metric_rows(fx, pre, ours: dict, spread: dict, ref: dict) -> list[Row]:
 # ----------------------------------------------------------------------------- update
 
 
+def _head_update_arrays(state, outs, mets) -> dict:
+    """The arrays of one train step that a HEAD update fixture is compared on."""
+    nu, mu, _, _ = opt_moments(state.opt_state)
+    return dict(params=flatten(state.params), slow=flatten(state.slow), nu=flatten(nu),
+                mu=flatten(mu), step=state.step, updates=state.updates,
+                low=state.retnorm.low, high=state.retnorm.high, replay=outs["replay"],
+                carry=outs["carry"], metrics=mets)
+
+
 def check_head_update(directory: str, name: str) -> list[Row]:
     fx = name
     fam, draw, cfg, start = family_of(directory, name, "head_update")
@@ -319,25 +328,8 @@ def check_head_update(directory: str, name: str) -> list[Row]:
     batches = [batch_of(flat, f"b{i}/data/", spaces) for i in (1, 2)]
     loss_file = os.path.join(directory, f"head_loss{fam}_{draw}.npz")
     noise = actor_noise_head(_load(loss_file), spaces) if not spaces.act_discrete else None
-    devices = agent_checks.data_devices_of(name)
-    axis = agent_checks.DATA_AXIS if devices > 1 else None
-
-    def train(state, batch):
-        key = jax.random.PRNGKey(0)
-        # The update's own gradients (one backward pass in the compiled check).
-        total, aux, grads = agent_lib.gradients(state, cfg, spaces, batch, key, axis)
-        state, outs, mets = agent_lib.apply_gradients(state, cfg, total, aux, grads, axis)
-        if axis is not None:  # the gradients the optimiser saw, for sign_undetermined
-            grads = jax.tree.map(lambda g: jax.lax.pmean(g, axis), grads)
-        nu, mu, _, _ = opt_moments(state.opt_state)
-        return state, dict(params=flatten(state.params), slow=flatten(state.slow),
-                           nu=flatten(nu), mu=flatten(mu), step=state.step,
-                           updates=state.updates, low=state.retnorm.low,
-                           high=state.retnorm.high, replay=outs["replay"],
-                           carry=outs["carry"], metrics=mets, grads=flatten(grads))
-
-    if devices > 1:
-        train = agent_checks.on_devices(train, devices)
+    train = agent_checks.update_step(cfg, spaces, agent_checks.data_devices_of(name),
+                                     _head_update_arrays)
     step = perturbed(train, unit=twohot_rounding)
     draws = []
     with deterministic_actor(noise):
