@@ -18,7 +18,7 @@ from _runs import STEPS, read_scalars, small_config
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import checkpoint, driver, records, rundir
+from dreamerjax.run import callbacks, checkpoint, driver, records, rundir, status
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup
 from dreamerjax.run.trainers import make_trainer
@@ -259,18 +259,18 @@ def test_status_line_is_one_greppable_line():
              "replay_critic_loss": 300.0, "ent/action/mean": 0.5}
     recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
             for s in (0, 1)]
-    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    point = callbacks.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
     scales = agent.loss_scales(_cfg().agent, make_setup(_cfg()).spaces)
-    line = driver.status_line(point, 2.5, scales)
+    line = status.status_line(point, 2.5, scales)
     assert line == ("[dreamerjax] rows 1600 updates 281 eval_return 10.5 train_return 20.0 "
                     "wm_loss 10.500 actor_entropy 0.500 updates/s 2.50")
-    assert driver.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
-    # e3f0224's metrics name the entropy `ent/action` (driver.STATUS_METRICS)
+    assert status.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
+    # e3f0224's metrics name the entropy `ent/action` (status.STATUS_METRICS)
     train["ent/action"] = train.pop("ent/action/mean")
     recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
             for s in (0, 1)]
-    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
-    assert driver.status_line(point, 2.5, scales) == line
+    point = callbacks.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    assert status.status_line(point, 2.5, scales) == line
 
 
 def test_bad_config_is_refused_before_compiling(tmp_path):
