@@ -154,6 +154,18 @@ def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, 
                            f"--resume {out} --steps {2 * STEPS}")
 
 
+def test_train_takes_a_plan_in_place_of_a_config(tmp_path):
+    """A Plan carries its config, seeds and devices: train refuses other seeds or a devices
+    beside it, before the run directory is made (the plan is the command line's)."""
+    plan = make_plan(_cfg(), (0, 1))
+    with pytest.raises(ValueError, match=r"seeds: the plan was made for \[0, 1\], train was "
+                       r"given \[0\]"):
+        driver.train(plan, (0,), str(tmp_path / "a"), progress=False)
+    with pytest.raises(ValueError, match=r"devices: a Plan has its own \(1\)"):
+        driver.train(plan, (0, 1), str(tmp_path / "b"), devices=1, progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     """--target-return: the run ends at the first log point where every seed's evaluation
     reaches it, with that point's checkpoint, open-loop report and status line (the line

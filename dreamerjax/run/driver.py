@@ -140,13 +140,13 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
 
 
 @guarded
-def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
-          devices: int = 1, progress: bool = True,
+def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = False,
+          devices: int | None = None, progress: bool = True,
           compile_cache: bool | str | os.PathLike | None = None,
           stop_after_rows: int | None = None, callbacks: Sequence[Callback | Any] = (),
           tensorboard: bool = True, report: bool = True, precompile: bool = False,
           malloc_trim: bool = False, stop: StopRequest | None = None,
-          target_return: float | None = None, plan: Plan | None = None) -> TrainResult:
+          target_return: float | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
@@ -169,17 +169,16 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
     hands glibc's freed heap back after compiles and before each chunk. Neither changes a
     number of the run.
 
-    plan: the run's plan (run/plan.make_plan of config, seeds and devices), when the
-    caller made it already (the command line's preflight does); None makes it here. The
-    plan is where the config is validated, once.
+    config: the run's Config, or its Plan (run/plan.make_plan of a config, the seeds and
+    the devices) when the caller made it already (the command line's preflight does); a
+    Config's plan is made here. The plan is where the config is validated, once.
+    devices: the groups of seeds of a Config's run (default 1); a Plan has its own.
     """
     seeds = tuple(int(s) for s in seeds)
     callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
-    if plan is None:  # before a precompile child or a logger starts, nothing allocated
-        plan = plan_lib.make_plan(config, seeds, devices)
-    elif (plan.config, plan.seeds, plan.devices) != (config, seeds, devices):
-        raise ValueError("plan: made for another config, seeds or devices than train's")
-    setup = plan.setup
+    # before a precompile child or a logger starts, nothing allocated
+    plan = plan_of(config, seeds, devices)
+    config, setup = plan.config, plan.setup
     if resume:  # another device layout than the run's, refused before anything compiles
         ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
     done = ckpt.complete_rows(out, setup.run.steps) if resume else None
@@ -227,6 +226,20 @@ def train(config: Config, seeds: Sequence[int], out: str, resume: bool = False,
 
     return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
                        setup.spaces, env_actions_of(config, setup))
+
+
+def plan_of(config: Config | Plan, seeds: tuple[int, ...], devices: int | None) -> Plan:
+    """train()'s plan: a Plan as it is (its seeds are the run's, its devices its own), a
+    Config's made here."""
+    if not isinstance(config, Plan):
+        return plan_lib.make_plan(config, seeds, 1 if devices is None else devices)
+    if devices is not None:
+        raise ValueError(f"devices: a Plan has its own ({config.devices}); give train the "
+                         "plan alone, or its config with devices")
+    if seeds != config.seeds:
+        raise ValueError(f"seeds: the plan was made for {list(config.seeds)}, train was "
+                         f"given {list(seeds)}")
+    return config
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,9 +105,9 @@ def train_command(args: TrainArgs) -> int:
     stop = guard.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
-        recs = driver.train(plan.config, seeds, out, resume=resume, devices=args.devices,
+        recs = driver.train(plan, seeds, out, resume=resume,
                             compile_cache=not args.no_compile_cache,
-                            stop=stop, target_return=args.target_return, plan=plan,
+                            stop=stop, target_return=args.target_return,
                             **process_options(args)).records
     finally:
         _restore_signals(signals)
