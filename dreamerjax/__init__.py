@@ -20,10 +20,10 @@ __version__ = "0.1.0"
 # that `import dreamerjax` stays light (no JAX until a name that needs it is used).
 _API = {
     "train": "dreamerjax.run.driver",
-    "TrainResult": "dreamerjax.run.driver",
-    "Callback": "dreamerjax.run.driver",
-    "LogPoint": "dreamerjax.run.driver",
-    "StopRequest": "dreamerjax.run.driver",
+    "TrainResult": "dreamerjax.run.result",
+    "Callback": "dreamerjax.run.callbacks",
+    "LogPoint": "dreamerjax.run.callbacks",
+    "StopRequest": "dreamerjax.run.guard",
     "make_config": "dreamerjax.run.api",
     "Reference": "dreamerjax.config.defaults",
     "load_policy": "dreamerjax.run.policy",

@@ -14,7 +14,7 @@ package function at whose start (or inside whose write) the window lies:
     tensorboard   records written, scalars not yet (the interval's first add_scalars)
     checkpoint    before the checkpoint's save starts (checkpoint.save)
     manifest      orbax committed, its manifest not yet written (checkpoint.write_manifest)
-    stopped       after a SIGTERM/SIGINT stop's last checkpoint (driver._say_stopped)
+    stopped       after a SIGTERM/SIGINT stop's last checkpoint (status.say_stopped)
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _torn_append(records, real):
 
 def install() -> None:
     """Arm the points in this process (the child's launch code calls it)."""
-    from dreamerjax.run import checkpoint, driver, records, trainers
+    from dreamerjax.run import checkpoint, records, status, trainers
 
     for cls in (trainers.CompiledTrainer, trainers.HostTrainer):
         _before(cls, "chunk", lambda self, states, log_index: point("chunk", log_index))
@@ -107,4 +107,4 @@ def install() -> None:
     _before(checkpoint, "save", lambda run_dir, index, *a, **k: point("checkpoint", index))
     _before(checkpoint, "write_manifest",
             lambda target, *a, **k: point("manifest", int(Path(target).name)))
-    _before(driver, "_say_stopped", lambda *a, **k: point("stopped"))
+    _before(status, "say_stopped", lambda *a, **k: point("stopped"))

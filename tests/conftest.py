@@ -4,7 +4,7 @@ One persistent XLA compilation cache for the whole session, in a temporary direc
 the user's ~/.cache): many tests train the same small configuration (tests/_runs.py)
 through new jitted functions, which the in-memory cache cannot share; with the persistent
 cache only the first compiles. XDG_CACHE_HOME points there too, so that in-process and
-subprocess `dreamerjax` runs with the default cache (driver.enable_compile_cache) use the
+subprocess `dreamerjax` runs with the default cache (precompile.enable_compile_cache) use the
 same directory. An executable loaded from the cache is the same program: no result changes.
 
 `make test` runs the session on two pytest-xdist workers (one per core of the 2-core
@@ -55,7 +55,7 @@ xla_tuning.apply()
 import jax  # noqa: E402  (after XDG_CACHE_HOME: nothing here reads it at import)
 
 # In this process only (not as JAX_* variables, which subprocess tests with caches of
-# their own would inherit): the directory driver.enable_compile_cache would choose.
+# their own would inherit): the directory precompile.enable_compile_cache would choose.
 jax.config.update("jax_compilation_cache_dir", os.path.join(_root, "dreamerjax", "jax"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -13,7 +13,7 @@ import pytest
 from _runs import small_config
 
 import dreamerjax
-from dreamerjax.run import driver, records, rundir
+from dreamerjax.run import driver, guard, records, result, rundir
 from dreamerjax.run import lock as runlock
 from dreamerjax.run.policy import PolicyError
 from dreamerjax.tools import args as cli_args
@@ -107,8 +107,8 @@ def test_the_package_lists_its_public_names_without_importing_jax():
     public = {"train", "TrainResult", "make_config", "load_policy", "Callback", "LogPoint",
               "StopRequest", "Reference"}
     assert public <= set(dir(dreamerjax)) and public <= set(dreamerjax.__all__)
-    assert dreamerjax.train is driver.train and dreamerjax.TrainResult is driver.TrainResult
-    assert dreamerjax.StopRequest is driver.StopRequest
+    assert dreamerjax.train is driver.train and dreamerjax.TrainResult is result.TrainResult
+    assert dreamerjax.StopRequest is guard.StopRequest
     with pytest.raises(AttributeError, match="no attribute 'trian'"):
         dreamerjax.trian  # noqa: B018
     # `import dreamerjax` and dir() stay light: JAX comes with the first name that needs it.

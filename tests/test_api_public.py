@@ -17,7 +17,7 @@ from _runs import small_config
 import dreamerjax
 from dreamerjax.envs import registry
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import driver, records, rundir
+from dreamerjax.run import precompile, records, rundir
 from dreamerjax.tools import cli
 
 SEEDS = (0, 3)
@@ -292,7 +292,7 @@ def test_cli_settings_are_trains_keyword_arguments():
 
     settings = dreamerjax.cli_settings(xla_tuning=False)
     assert set(settings) <= set(inspect.signature(dreamerjax.train).parameters)
-    assert settings["compile_cache"] == driver.default_compile_cache_dir()
+    assert settings["compile_cache"] == precompile.default_compile_cache_dir()
     assert settings["precompile"] and settings["malloc_trim"]
 
 
@@ -304,10 +304,10 @@ def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
     assert inspect.signature(dreamerjax.train).parameters["compile_cache"].default is None
     before = jax.config.jax_compilation_cache_dir
     try:
-        driver.enable_compile_cache(None)
-        driver.enable_compile_cache(False)
+        precompile.enable_compile_cache(None)
+        precompile.enable_compile_cache(False)
         assert jax.config.jax_compilation_cache_dir == before
-        driver.enable_compile_cache(tmp_path / "cache")
+        precompile.enable_compile_cache(tmp_path / "cache")
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
         assert (tmp_path / "cache").is_dir()
     finally:

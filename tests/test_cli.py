@@ -199,7 +199,7 @@ def test_too_few_devices_is_one_line_before_anything_starts(tmp_path, capsys, mo
 
     monkeypatch.setenv("DREAMERJAX_PRECOMPILE", "1")  # the command line's default
     monkeypatch.setattr(driver.precompile_lib, "precompile", no_child)
-    monkeypatch.setattr(driver, "enable_compile_cache", lambda enabled: None)
+    monkeypatch.setattr(driver.precompile_lib, "enable_compile_cache", lambda enabled: None)
     want = jax.device_count() + 1
     out = tmp_path / "r"
     err = _train_error([*small_argv(160), "--data-devices", str(want), "--out", str(out)],

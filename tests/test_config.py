@@ -495,17 +495,17 @@ def test_reference_style_key_flags_become_sets():
 
 
 def test_a_checkpoint_from_before_the_dec_scales_resumes():
-    from dreamerjax.run import driver
+    from dreamerjax.run import resume
 
     config = Config()
     old = config.to_dict()
     scales = old["agent"]["loss_scales"]
     scales["dec"] = scales.pop("dec_cnn")
     del scales["dec_mlp"], old["env"], old["run"]["replay_size"]
-    driver.check_resumable({"config": old, "seeds": [0]}, config, (0,))
+    resume.check_resumable({"config": old, "seeds": [0]}, config, (0,))
     scales["dec"] = 2.0
     with pytest.raises(ValueError, match="loss_scales.dec_cnn"):
-        driver.check_resumable({"config": old, "seeds": [0]}, config, (0,))
+        resume.check_resumable({"config": old, "seeds": [0]}, config, (0,))
 
 
 def test_config_checks_do_not_import_jax():

@@ -18,7 +18,7 @@ from _runs import STEPS, read_scalars, small_config, without_timing
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import checkpoint, driver, records, rundir
+from dreamerjax.run import callbacks, checkpoint, driver, records, rundir, status
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.setup import make_setup
 from dreamerjax.run.trainers import make_trainer
@@ -154,6 +154,18 @@ def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, 
                            f"--resume {out} --steps {2 * STEPS}")
 
 
+def test_train_takes_a_plan_in_place_of_a_config(tmp_path):
+    """A Plan carries its config, seeds and devices: train refuses other seeds or a devices
+    beside it, before the run directory is made (the plan is the command line's)."""
+    plan = make_plan(_cfg(), (0, 1))
+    with pytest.raises(ValueError, match=r"seeds: the plan was made for \[0, 1\], train was "
+                       r"given \[0\]"):
+        driver.train(plan, (0,), str(tmp_path / "a"), progress=False)
+    with pytest.raises(ValueError, match=r"devices: a Plan has its own \(1\)"):
+        driver.train(plan, (0, 1), str(tmp_path / "b"), devices=1, progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     """--target-return: the run ends at the first log point where every seed's evaluation
     reaches it, with that point's checkpoint, open-loop report and status line (the line
@@ -259,18 +271,18 @@ def test_status_line_is_one_greppable_line():
              "replay_critic_loss": 300.0, "ent/action/mean": 0.5}
     recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
             for s in (0, 1)]
-    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    point = callbacks.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
     scales = agent.loss_scales(_cfg().agent, make_setup(_cfg()).spaces)
-    line = driver.status_line(point, 2.5, scales)
+    line = status.status_line(point, 2.5, scales)
     assert line == ("[dreamerjax] rows 1600 updates 281 eval_return 10.5 train_return 20.0 "
                     "wm_loss 10.500 actor_entropy 0.500 updates/s 2.50")
-    assert driver.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
-    # e3f0224's metrics name the entropy `ent/action` (driver.STATUS_METRICS)
+    assert status.world_model_loss(train, scales) == pytest.approx(1 + 2 + 3 + 4 + 0.5)
+    # e3f0224's metrics name the entropy `ent/action` (status.STATUS_METRICS)
     train["ent/action"] = train.pop("ent/action/mean")
     recs = [records.record_row(s, 1600, 281, [10.0 + s], [10], train, None, 1.0, 20.0)
             for s in (0, 1)]
-    point = driver.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
-    assert driver.status_line(point, 2.5, scales) == line
+    point = callbacks.LogPoint(3, 1600, (0, 1), 16, recs, [], _cfg())
+    assert status.status_line(point, 2.5, scales) == line
 
 
 def test_bad_config_is_refused_before_compiling(tmp_path):

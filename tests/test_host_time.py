@@ -11,7 +11,8 @@ from _runs import small_config
 from dreamerjax.config import keys as C
 from dreamerjax.config import resolve as R
 from dreamerjax.config.resolve import make_config
-from dreamerjax.run import driver, host_time, records, rundir
+from dreamerjax.run import callbacks, driver, host_time, records, rundir, status
+from dreamerjax.run import report as run_report
 from dreamerjax.tools import args as cli_args
 from dreamerjax.viz import report
 
@@ -63,8 +64,8 @@ def test_report_pictures_do_not_grow_with_the_observation(tmp_path):
 def test_status_line_says_what_is_known_before_the_first_update():
     recs = [records.record_row(s, 400, 0, [20.0 + s], [20], {"actor_loss": None}, None,
                                1.0, None) for s in (0, 1)]
-    point = driver.LogPoint(0, 400, (0, 1), 16, recs, [], make_config(tiny=True))
-    line = driver.status_line(point, 0.0, {"dyn": 1.0})
+    point = callbacks.LogPoint(0, 400, (0, 1), 16, recs, [], make_config(tiny=True))
+    line = status.status_line(point, 0.0, {"dyn": 1.0})
     assert "nan" not in line
     assert line == ("[dreamerjax] rows 400 updates 0 eval_return 20.5 train_return n/a "
                     "(no update yet)")
@@ -79,9 +80,9 @@ def test_report_every_key_flag_and_schedule():
     with pytest.raises(C.ConfigError, match="run.report_every_logs: must be >= 0"):
         R.resolve(sets=["run.report_every_logs=-1"])
     due = [i for i in range(10)
-           if driver._should_report(make_config(tiny=True, report_every=4), i, 10)]
+           if run_report.should_report(make_config(tiny=True, report_every=4), i, 10)]
     assert due == [3, 7, 9]  # every 4th log point and the last
-    assert not any(driver._should_report(make_config(tiny=True, report_every=0), i, 10)
+    assert not any(run_report.should_report(make_config(tiny=True, report_every=0), i, 10)
                    for i in range(10))
 
 
@@ -173,18 +174,18 @@ def test_a_notebook_gets_a_progress_bar(monkeypatch):
     import sys
     import types
 
-    assert not driver._in_notebook()
-    assert driver._progress(True, 100, 0) is None  # pytest's stderr is no terminal
+    assert not status.in_notebook()
+    assert status.progress_bar(True, 100, 0) is None  # pytest's stderr is no terminal
     shell = types.SimpleNamespace(kernel=object(), config={"IPKernelApp": {}})
     monkeypatch.setitem(sys.modules, "IPython",
                         types.SimpleNamespace(get_ipython=lambda: shell))
-    assert driver._in_notebook()
-    bar = driver._progress(True, 100, 20)
+    assert status.in_notebook()
+    bar = status.progress_bar(True, 100, 20)
     try:
         assert bar is not None and (bar.n, bar.total) == (20, 100)
     finally:
         bar.close()
-    assert driver._progress(False, 100, 0) is None
+    assert status.progress_bar(False, 100, 0) is None
 
 
 def test_records_carry_host_seconds_and_report_every_zero_writes_no_report(wide_run):

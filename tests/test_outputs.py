@@ -14,7 +14,7 @@ import pytest
 from _runs import read_scalars, small_config
 
 from dreamerjax.config.defaults import LoggerConfig
-from dreamerjax.run import driver, outputs, records, rundir
+from dreamerjax.run import callbacks, driver, outputs, records, rundir, status
 from dreamerjax.run.setup import make_setup
 
 wandb = pytest.importorskip("wandb")
@@ -233,8 +233,8 @@ def test_status_line_shows_what_logger_filter_finds():
 
     def line(pattern):
         config = dataclasses.replace(cfg, logger=LoggerConfig(filter=pattern))
-        point = driver.LogPoint(1, 800, SEEDS, 4, recs, [], config)
-        return driver.status_line(point, 2.5, scales)
+        point = callbacks.LogPoint(1, 800, SEEDS, 4, recs, [], config)
+        return status.status_line(point, 2.5, scales)
 
     assert line(LoggerConfig().filter) == (
         "[dreamerjax] rows 800 updates 100 eval_return 10.5 train_return 20.0 wm_loss 10.500 "

@@ -50,7 +50,7 @@ def loss_metrics_e3f0224(cfg: AgentConfig, spaces: Spaces, wm: dict, img: dict,
                          parts: dict, losses: dict, data_axis: str | None = None) -> dict:
     """HEAD's metrics of Agent.loss (rssm.py:131-132, agent.py:424-442 and 239
     @e3f0224), plus our `<term>_loss` means that the driver and the plots read (the
-    status line reads `ent/action` by this name: driver.STATUS_METRICS). Under data_axis
+    status line reads `ent/action` by this name: status.STATUS_METRICS). Under data_axis
     they are those of the whole batch (`batch_stats`)."""
     mean, std, min_, max_ = batch_stats(data_axis)
     metrics = {k: mean(v) for k, v in wm["metrics"].items()}  # means over the batch

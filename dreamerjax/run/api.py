@@ -75,9 +75,10 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
     import jax
 
     from dreamerjax.run import checkpoint as ckpt
-    from dreamerjax.run import driver, rundir
     from dreamerjax.run import plan as plan_lib
+    from dreamerjax.run import rundir
     from dreamerjax.run.policy import stacked_params
+    from dreamerjax.run.result import TrainResult
     from dreamerjax.run.trainers import make_trainer
 
     if int(episodes) <= 0:
@@ -86,7 +87,7 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         raise ValueError(f"mode must be 'sample' or 'mode', got {mode!r}")
     if video is not None and Path(video).suffix.lower() not in (".mp4", ".gif"):
         raise ValueError(f"video {video}: use a .mp4 or .gif file name")
-    if isinstance(run_or_result, driver.TrainResult):
+    if isinstance(run_or_result, TrainResult):
         config, seeds = run_or_result.config, tuple(run_or_result.seeds)
         by_seed = run_or_result.params
     elif isinstance(run_or_result, str | os.PathLike) and Path(run_or_result).is_file():
@@ -175,7 +176,7 @@ def cli_settings(xla_tuning: bool = True) -> dict[str, Any]:
     rest: the command line's compilation cache directory, precompile (XLA's compile peak
     paid in a child process) and malloc_trim (glibc's freed heap handed back).
     """
-    from dreamerjax.run import driver
+    from dreamerjax.run import precompile
 
     if xla_tuning:
         if _backend_started():
@@ -185,7 +186,7 @@ def cli_settings(xla_tuning: bool = True) -> dict[str, Any]:
         else:
             from dreamerjax.run import xla_tuning as tuning
             tuning.apply()
-    return {"compile_cache": driver.default_compile_cache_dir(), "precompile": True,
+    return {"compile_cache": precompile.default_compile_cache_dir(), "precompile": True,
             "malloc_trim": True}
 
 

@@ -1,12 +1,15 @@
 """Callbacks as `dreamerjax.train` takes them: a `Callback` (an object with `name`,
 `on_log`, `state_dict` and `load_state_dict`, whose state is kept in the checkpoint), or a
-plain function called with each log point (brax's progress_fn), which keeps no state."""
+plain function called with each log point (brax's progress_fn), which keeps no state; and
+the LogPoint each is handed."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from dreamerjax.config.defaults import Config
 
 _PROTOCOL = ("name", "on_log", "state_dict", "load_state_dict")
 
@@ -48,3 +51,32 @@ def as_callbacks(callbacks: Sequence[Any]) -> tuple:
             raise TypeError(f"callbacks[{i}]: a function of one LogPoint or a "
                             f"dreamerjax.Callback, got {type(cb).__name__}")
     return tuple(out)
+
+
+@dataclasses.dataclass
+class LogPoint:
+    """What a log point hands to callbacks (host values).
+
+    records: one dict per seed (records.jsonl lines); a callback may add fields.
+    episodes: the training episodes finished in this interval (episodes.jsonl lines).
+    """
+
+    log_index: int
+    rows: int
+    seeds: tuple[int, ...]
+    num_envs: int
+    records: list[dict]
+    episodes: list[dict]
+    config: Config
+
+
+class Callback(Protocol):
+    """Observer of a run (brax's progress_fn, with state that survives a resume)."""
+
+    name: str
+
+    def on_log(self, point: LogPoint) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: Mapping) -> None: ...

@@ -530,7 +530,7 @@ def check_compatible(saved_config: Mapping, config: Mapping,
 
     Both are nested config dicts (Config.to_dict(), plus whatever the caller adds). Only
     the dotted keys in `allowed` may differ and run.steps may not shrink (growing it grows
-    a derived replay ring, driver.restore_run). A key the checkpoint's config lacks (a
+    a derived replay ring, resume.restore_run). A key the checkpoint's config lacks (a
     field added since it was written) is compatible when the run uses its default.
     """
     from dreamerjax.config.defaults import Config

@@ -9,7 +9,8 @@ A lock whose owner is on another host cannot be probed from here: when flock can
 refused, with the file to remove if that owner is gone.
 
 Re-entrant within a process: the CLI takes the lock before building anything, and
-driver.train (which the Python API calls directly) takes it again without conflict.
+guard.guarded (around driver.train, which the Python API calls directly) takes it again
+without conflict.
 """
 
 from __future__ import annotations

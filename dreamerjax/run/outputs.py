@@ -1,7 +1,7 @@
 """Where a run's log points go besides its own files: Weights & Biases and MLflow.
 
 The config's `logger.outputs` (the reference's HEAD key, configs.yaml:23 at e3f0224) names
-them; `build` makes one callback per named output (driver.Callback: `on_log(point)`,
+them; `build` makes one callback per named output (callbacks.Callback: `on_log(point)`,
 `state_dict`, `load_state_dict`), which the driver calls beside the callbacks it was
 given, plus `on_files` (the report's pictures of a log point, the evaluation's video) and
 `close` (the run's curves, then the runs closed). The loop knows none of them.

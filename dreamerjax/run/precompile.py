@@ -176,3 +176,24 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def default_compile_cache_dir() -> str:
+    """The command line's persistent compilation cache: ~/.cache/dreamerjax/jax (under
+    XDG_CACHE_HOME when set)."""
+    return os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")),
+                        "dreamerjax", "jax")
+
+
+def enable_compile_cache(cache: bool | str | os.PathLike | None = True) -> None:
+    """Point jax.config's persistent compilation cache at `cache` (a directory; True: the
+    command line's, default_compile_cache_dir()); None or False leaves jax.config alone."""
+    if cache is None or cache is False:
+        return
+    import jax
+
+    path = default_compile_cache_dir() if cache is True else os.fspath(cache)
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -91,7 +91,7 @@ def train_command(args: TrainArgs) -> int:
     plan = plan_of_args(args)
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
-    from dreamerjax.run import checkpoint, driver
+    from dreamerjax.run import checkpoint, driver, guard
 
     if resume:
         rows = checkpoint.complete_rows(out, plan.setup.run.steps)
@@ -102,12 +102,12 @@ def train_command(args: TrainArgs) -> int:
                   f"--steps {2 * steps}", file=sys.stderr)
             return 0
 
-    stop = driver.StopRequest()
+    stop = guard.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
-        recs = driver.train(plan.config, seeds, out, resume=resume, devices=args.devices,
+        recs = driver.train(plan, seeds, out, resume=resume,
                             compile_cache=not args.no_compile_cache,
-                            stop=stop, target_return=args.target_return, plan=plan,
+                            stop=stop, target_return=args.target_return,
                             **process_options(args)).records
     finally:
         _restore_signals(signals)
@@ -485,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
         return 3 if isinstance(e, FloatingPointError) else 2
     except OSError as e:
-        # A write that failed (driver.WriteFailed: full disk, quota, read-only directory).
+        # A write that failed (guard.WriteFailed: full disk, quota, read-only directory).
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
         return 4
 

@@ -1,0 +1,86 @@
+"""Resuming a run: the checkpoint to continue from (damaged ones set aside), the refusal of
+another config or other seeds, the state restored in this run's shapes, and the
+TensorBoard scalars rebuilt from the records."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+
+import jax
+
+from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
+from dreamerjax.run import checkpoint as ckpt
+from dreamerjax.run import records
+from dreamerjax.run.setup import SeedState
+from dreamerjax.run.trainers import Trainer
+
+
+def resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
+    """The checkpoint a resume continues from: the newest that verifies (checkpoint.py);
+    newer damaged ones are moved to run_dir/damaged/ (a warning each), so the files are
+    cut back to the good one's offsets and its log points run again."""
+    found, damaged = ckpt.latest_good(out)
+    if damaged and primary:
+        for path in ckpt.set_aside(out, damaged):
+            print(f"dreamerjax: warning: moved the damaged checkpoint to {path}",
+                  file=sys.stderr)
+    ckpt.sync("dreamerjax_resume_point")
+    return found
+
+
+def start_updates(found) -> int:
+    """Updates of the last seed at the checkpoint resumed from (0 for a fresh run)."""
+    if not found:
+        return 0
+    updates = found[1].get("updates", 0)
+    return int(updates[-1] if isinstance(updates, list) else updates)
+
+
+def check_resumable(meta: Mapping, config: Config, seeds: tuple[int, ...]) -> None:
+    """Refuse to resume a checkpoint with another config or other seeds. The checkpoint's
+    config is read as a Config first, so one written before a field was renamed or added
+    (loss_scales.dec -> dec_cnn / dec_mlp) compares in today's fields."""
+    ckpt.check_compatible(from_dict(meta["config"]).to_dict(), config.to_dict())
+    if tuple(meta["seeds"]) != tuple(seeds):
+        raise ValueError(f"seeds: the checkpoint has {meta['seeds']}, this run {list(seeds)}")
+
+
+def restore_run(trainer: Trainer, out: str, callbacks: Sequence,
+                found: tuple[int, dict]) -> tuple[SeedState, dict]:
+    """The state of checkpoint `found` (resume_point's) of run directory out, in the current
+    trainer's shapes (the replay grows when the run's --steps grew and its capacity is
+    derived from them); each callback gets back the state it had there."""
+    index, meta = found
+    # The saved run differs from this one at most in what may change on resume; of that
+    # only the replay's capacity changes a shape (it follows run.steps).
+    capacity = replay_rows_per_env(from_dict(meta["config"]).run)
+    target_trainer = trainer
+    if capacity != trainer.setup.capacity:
+        saved = dataclasses.replace(trainer.setup, capacity=capacity)
+        target_trainer = dataclasses.replace(
+            trainer, plan=dataclasses.replace(trainer.plan, setup=saved))
+    states = ckpt.restore(out, index, target_trainer.abstract_state())
+    if capacity != trainer.setup.capacity:
+        from dreamerjax.data.replay import replay_grow
+        replay = states.replay
+        if replay.memory == "host":  # grown on the host, then put back in host memory
+            replay = replay.replace(data=jax.device_get(replay.data))
+        replay = replay_grow(replay, trainer.setup.capacity)
+        if replay.memory == "host":
+            replay = replay.replace(data=jax.device_put(
+                replay.data, trainer.state_sharding().replay.data))
+        states = states.replace(replay=replay)
+    for cb in callbacks:
+        cb.load_state_dict(meta.get("callbacks", {}).get(cb.name, {}))
+    return states, meta
+
+
+def rebuild_tensorboard(out: str, writer) -> None:
+    """TensorBoard scalars rewritten from records.jsonl (after it was cut back)."""
+    shutil.rmtree(os.path.join(out, records.TB_DIR), ignore_errors=True)
+    for r in records.read_records(out):
+        writer.add_scalars(r["seed"], r["rows"], records.tb_scalars(r))
