@@ -74,10 +74,8 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
     """
     import jax
 
-    from dreamerjax.run import checkpoint as ckpt
     from dreamerjax.run import plan as plan_lib
     from dreamerjax.run import rundir
-    from dreamerjax.run.policy import stacked_params
     from dreamerjax.run.result import TrainResult
     from dreamerjax.run.trainers import make_trainer
 
@@ -111,27 +109,18 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         config, run=dataclasses.replace(config.run, eval_episodes=int(episodes)))
     trainer = make_trainer(plan_lib.make_plan(config, chosen))
     with contextlib.closing(trainer):
-        out, params = [], None
-        # In memory: one evaluation; a run directory: one per chosen checkpoint.
-        chosen_checkpoints = [None] if by_seed is not None else rundir.checkpoints_of(
-            run_dir, checkpoint)
-        for index in chosen_checkpoints:
-            if index is None:
-                params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
-                tags = [{} for _ in chosen]
-            else:
-                every = stacked_params(run_dir, index, config, trainer.setup.spaces,
-                                       len(seeds))
-                pick = [seeds.index(s) for s in chosen]
-                params = jax.tree.map(lambda x, pick=pick: np.asarray(x)[pick], every)
-                meta = ckpt.read_meta(run_dir, index)
-                tags = [{"checkpoint": index, "rows": meta["rows"],
-                         "updates": meta["updates"][i]} for i in pick]
+        if by_seed is not None:  # in memory: one evaluation
+            params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
             # The keys of `dreamerjax eval` (the evaluate_run stream, run/streams.py).
             rets, lens = trainer.evaluate(params, 0, mode == "mode", stream="evaluate_run")
-            out += [{**tag, **rundir.episode_summary(s, r), "lengths": n.tolist()}
-                    for tag, s, r, n in zip(tags, chosen, np.asarray(rets), np.asarray(lens),
-                                            strict=True)]
+            out = [{**rundir.episode_summary(s, r), "lengths": n.tolist()}
+                   for s, r, n in zip(chosen, np.asarray(rets), np.asarray(lens), strict=True)]
+        else:  # a run directory: one evaluation per chosen checkpoint
+            out = []
+            for index in rundir.checkpoints_of(run_dir, checkpoint):
+                params, rows = rundir.checkpoint_evaluation(
+                    trainer, run_dir, index, config, seeds, chosen, mode == "mode")
+                out += rows
         if video is not None:
             out[0]["video"] = str(_video(trainer, params, chosen[0], video, mode == "mode"))
     return out

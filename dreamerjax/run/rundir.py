@@ -35,18 +35,31 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False,
     config = dataclasses.replace(
         config, run=dataclasses.replace(config.run, eval_episodes=episodes))
     trainer = make_trainer(plan_lib.make_plan(config, seeds))
-    # Only the agent's params are read (as load_policy reads them); the replay stays on disk.
-    from dreamerjax.run.policy import stacked_params
-
     out = []
     for index in chosen:
-        params = stacked_params(run_dir, index, config, trainer.setup.spaces, len(seeds))
-        rets, _ = trainer.evaluate(params, 0, mode, stream="evaluate_run")
-        meta = ckpt.read_meta(run_dir, index)
-        out += [{"checkpoint": index, "rows": meta["rows"], "updates": meta["updates"][i],
-                 **episode_summary(s, r)}
-                for i, (s, r) in enumerate(zip(seeds, np.asarray(rets), strict=True))]
+        _, rows = checkpoint_evaluation(trainer, run_dir, index, config, seeds, seeds, mode)
+        out += [{k: v for k, v in row.items() if k != "lengths"} for row in rows]
     return out
+
+
+def checkpoint_evaluation(trainer, run_dir: str, index: int, config: Config,
+                          seeds: tuple[int, ...], chosen: tuple[int, ...], mode: bool
+                          ) -> tuple[Any, list[dict]]:
+    """Checkpoint `index` of a run of `seeds` evaluated for its `chosen` seeds (the
+    evaluate_run key stream): (their params [chosen, ...], one row per chosen seed,
+    {'checkpoint', 'rows', 'updates', 'seed', 'returns', 'mean', 'lengths'}). Only the
+    agent's params are read (as load_policy reads them); the replay stays on disk."""
+    from dreamerjax.run.policy import stacked_params
+
+    every = stacked_params(run_dir, index, config, trainer.setup.spaces, len(seeds))
+    pick = [seeds.index(s) for s in chosen]
+    params = jax.tree.map(lambda x: np.asarray(x)[pick], every)
+    rets, lens = trainer.evaluate(params, 0, mode, stream="evaluate_run")
+    meta = ckpt.read_meta(run_dir, index)
+    return params, [{"checkpoint": index, "rows": meta["rows"], "updates": meta["updates"][i],
+                     **episode_summary(s, r), "lengths": n.tolist()}
+                    for i, s, r, n in zip(pick, chosen, np.asarray(rets), np.asarray(lens),
+                                          strict=True)]
 
 
 def checkpoints_of(run_dir: str, checkpoint: int | str) -> list[int]:
