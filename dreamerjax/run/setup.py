@@ -70,17 +70,21 @@ class EnvError(ValueError):
 
 
 def check_env(config: Config) -> None:
-    """EnvError (one line) when the config's env cannot be built: a compiled env's spec is
-    built (cheap), a host env's suite checked for its packages and one env built and
-    closed. A wrong id is the first thing to fix, so a config's other errors come after
-    this check (plan.make_plan, the command line's preflight)."""
+    """EnvError (one line) when the config's env id is wrong: a compiled env's spec is
+    built (cheap); a host env's suite is checked for its packages, and a Gymnasium id is
+    looked up by building one env and closing it. Other host suites' tasks are checked
+    when the run builds its envs: building one here could download data (bsuite's MNIST)
+    or print the suite's own warnings. A wrong id is the first thing to fix, so a config's
+    other errors come after this check (plan.make_plan, the command line's preflight)."""
     env_id = config.run.env
     try:
-        if envs_lib.parse_env_id(env_id)[0].compiled:
+        suite = envs_lib.parse_env_id(env_id)[0]
+        if suite.compiled:
             envs_lib.make_env(env_id, **envs_lib.suite_options(config.env, env_id))
         else:
             host_lib.require_extra(env_id)
-            env_factory(config)().close()
+            if suite.name == "gym":
+                env_factory(config)().close()
     except EnvError:
         raise
     except Exception as e:  # noqa: BLE001 - a suite's own error (gymnasium's NameNotFound)
