@@ -55,6 +55,7 @@ STEPID = "stepid"
 LATENTS_E3F0224 = ("dyn/deter", "dyn/stoch")
 LATENTS_29EB964 = ("deter", "stoch")
 FLAGS = ("is_first", "is_last", "is_terminal")
+CHUNKSIZE = 1024  # rows per chunk: the reference's replay.chunksize (configs.yaml:46 @e3f0224)
 
 
 class ReplayDirError(ValueError):
