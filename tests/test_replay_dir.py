@@ -166,3 +166,19 @@ def test_train_refuses_a_replay_of_other_observations_before_compiling(tmp_path,
     code = main(["train", *small_argv(), "--out", str(out), "--offline"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--replay-from" in err and not out.exists()
+
+
+def test_fill_keeps_a_host_replay_in_host_memory(run, exported):
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
+
+    config = small_config(replay_from=str(exported), replay_memory="host")
+    trainer = make_trainer(make_plan(config, SEEDS))
+    states = replay_dir.fill_states(trainer.init(), trainer.setup, SEEDS)
+    kinds = {x.sharding.memory_kind for x in jax.tree.leaves(states.replay.data)}
+    assert kinds == {"pinned_host"}
+    ring = _ring(run)
+    np.testing.assert_array_equal(np.asarray(states.replay.count), ring[".replay.count"])
+    np.testing.assert_array_equal(np.asarray(states.replay.data["stoch"]),
+                                  ring[".replay.data['stoch']"])
+    trainer.close()

@@ -176,6 +176,7 @@ class ChunkWriter:
         self._buffer: list[dict[str, np.ndarray]] = []  # blocks of the current chunk
         self._pending = 0
         self._spec: dict[str, tuple[tuple[int, ...], np.dtype]] | None = None
+        self.removed: list[str] = []  # chunk files `resume` removed
 
     @classmethod
     def resume(cls, directory: str | os.PathLike, chunksize: int, state: dict

@@ -75,9 +75,10 @@ def folder_of_seed(directory: str | os.PathLike, seed: int) -> Path:
 
 def describe(directory: str | os.PathLike) -> list[str]:
     """The lines of `dreamerjax replay info`: per folder its format, streams, rows and
-    chunk files, then the keys of a row with their shapes and dtypes."""
-    lines = []
-    for seed, folder in folders(directory).items():
+    chunk files, then the keys of a row with their shapes and dtypes (a seed folder's only
+    where they differ from the one before)."""
+    lines, found, shown = [], folders(directory), None
+    for seed, folder in found.items():
         files = chunks.scan(folder)
         streams = [chunks.read_stream(folder, s) for s in files]
         rows = [s.rows for s in files]
@@ -88,9 +89,10 @@ def describe(directory: str | os.PathLike) -> list[str]:
             f"{name}: {chunks.chunk_format(first)} format, {len(files)} streams, "
             f"{sum(rows):,} rows (per stream {min(rows):,} to {max(rows):,}), "
             f"{sum(len(s.names) for s in files)} chunk files, {episodes:,} episode starts")
-        if seed is None or seed == min(k for k in folders(directory)):
-            for key, value in first.items():
-                lines.append(f"  {key:<16} {value.dtype.name} {tuple(value.shape[1:])}")
+        keys = [f"  {k:<16} {v.dtype.name} {tuple(v.shape[1:])}" for k, v in first.items()]
+        if keys != shown:
+            lines += keys
+            shown = keys
     return lines
 
 
