@@ -353,17 +353,19 @@ def scan(directory: str | os.PathLike) -> list[StreamFiles]:
     return streams
 
 
-def read_chunk(directory: str | os.PathLike, name: ChunkName) -> dict[str, np.ndarray]:
-    """One chunk's arrays; ReplayDirError naming the file when it cannot be read or its
-    arrays do not hold the `length` rows its name says."""
+def read_chunk(directory: str | os.PathLike, name: ChunkName, keys=None
+               ) -> dict[str, np.ndarray]:
+    """One chunk's arrays (only `keys` of them, those it has, when given: the others are
+    not decompressed); ReplayDirError naming the file when it cannot be read or its arrays
+    do not hold the `length` rows its name says."""
     path = Path(directory) / name.filename
     try:
         with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
+            data = {k: f[k] for k in f.files if keys is None or k in keys}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ReplayDirError(f"{path}: damaged chunk ({reason})") from None
-    if not data:
+    if not data and keys is None:
         raise ReplayDirError(f"{path}: damaged chunk (no arrays)")
     for key, value in data.items():
         if value.ndim == 0 or value.shape[0] != name.length:

@@ -76,14 +76,15 @@ def folder_of_seed(directory: str | os.PathLike, seed: int) -> Path:
 def describe(directory: str | os.PathLike) -> list[str]:
     """The lines of `dreamerjax replay info`: per folder its format, streams, rows and
     chunk files, then the keys of a row with their shapes and dtypes (a seed folder's only
-    where they differ from the one before)."""
+    where they differ from the one before). Reads the first chunk whole and of the others
+    their is_first rows alone."""
     lines, found, shown = [], folders(directory), None
     for seed, folder in found.items():
         files = chunks.scan(folder)
-        streams = [chunks.read_stream(folder, s) for s in files]
+        first = chunks.read_chunk(folder, files[0].names[0])
         rows = [s.rows for s in files]
-        first = streams[0]
-        episodes = sum(int(np.sum(s["is_first"])) for s in streams if "is_first" in s)
+        episodes = sum(int(np.sum(chunks.read_chunk(folder, n, ("is_first",)).get(
+            "is_first", 0))) for s in files for n in s.names)
         name = folder.name if seed is not None else str(folder)
         lines.append(
             f"{name}: {chunks.chunk_format(first)} format, {len(files)} streams, "
