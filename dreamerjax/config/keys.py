@@ -183,6 +183,9 @@ OUR_KEYS: dict[str, str] = {
     # Read by the reference's train loop (embodied/run/train.py:89 @e3f0224), which has
     # no such key in its configs.yaml.
     "run.from_checkpoint_regex": "run.from_checkpoint_regex",
+    # Training from a replay directory (run/replay_dir.py, docs/replay.md).
+    "run.replay_from": "run.replay_from",
+    "run.offline": "run.offline",
     # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.
     "jax.train_mesh": "run.train_mesh",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
@@ -210,7 +213,8 @@ MAY_BE_INFINITE = frozenset({"replay.prio.initial"})
 
 # String keys whose empty value means "left to the package" (LoggerConfig).
 MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri",
-                          "run.from_checkpoint", "run.from_checkpoint_regex"})
+                          "run.from_checkpoint", "run.from_checkpoint_regex",
+                          "run.replay_from"})
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
 
@@ -363,6 +367,8 @@ FLAG_KEYS: dict[str, str] = {
     "checkpoint_every": "run.checkpoint_every",
     "report_every": "run.report_every_logs",
     "driver_parallel": "run.driver_parallel",
+    "replay_from": "run.replay_from",
+    "offline": "run.offline",
     "twohot_mean": "twohot_mean",
     "reference": "reference",
     "cnn_mults": r"(enc|dec)\.simple\.mults",

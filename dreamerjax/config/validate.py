@@ -279,6 +279,9 @@ def _check_choices(flat: dict[str, Any]) -> None:
                           f"{', '.join(TWOHOT_MEANS)}")
     _validate_logger(flat)
     _check_replay_selectors(flat)
+    if flat["run.offline"] and not flat["run.replay_from"]:
+        raise ConfigError("run.offline: an offline run trains on a replay directory's rows",
+                          fix=(("run.replay_from", "DIR"),))
 
 
 # replay.priosignal values (agent.py:204-221 @29eb964).

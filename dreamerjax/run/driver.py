@@ -35,7 +35,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records, status, transfer
+from dreamerjax.run import host_time, outputs, records, replay_dir, status, transfer
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import resume as resume_lib
@@ -285,6 +285,8 @@ def _run(run: Run, resume: bool, loop: _Loop,
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
         states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
+        if run.config.run.replay_from:  # run.replay_from: rows before the first tick
+            states = replay_dir.fill_states(states, run.trainer.setup, run.seeds)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = status.progress_bar(loop.progress and run.primary, run_cfg.steps,
