@@ -13,29 +13,15 @@ loops are left as they are. Figures come from `dreamerjax bench`'s own measure_p
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
 
 
-@contextlib.contextmanager
 def algo_scans_unrolled(k: int):
     """While inside: jax.lax.scan called from dreamerjax.algo modules unrolls `k` steps."""
-    import jax
-    orig = jax.lax.scan
-
-    def scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kw):
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if caller.startswith("dreamerjax.algo"):
-            unroll = k
-        return orig(f, init, xs, length, reverse=reverse, unroll=unroll, **kw)
-
-    jax.lax.scan = scan
-    try:
-        yield
-    finally:
-        jax.lax.scan = orig
+    from dreamerjax.tools.bench.flops import unrolled_scans
+    return unrolled_scans(k, within="dreamerjax.algo")
 
 
 def main(argv=None) -> int:

@@ -11,13 +11,19 @@ from dreamerjax.tools.bench.programs import abstract_states, update_program
 
 
 @contextlib.contextmanager
-def unrolled_scans():
-    """Make every jax.lax.scan traced inside fully unrolled (for counting FLOPs only)."""
+def unrolled_scans(steps: int | bool = True, within: str = ""):
+    """While inside: every jax.lax.scan traced from a module whose name starts with
+    `within` ("" for all) unrolls `steps` steps (True: fully, for counting FLOPs; a
+    number: the lever benchmarks/scan_unroll.py times); other scans keep their own."""
+    import sys
+
     import jax
     orig = jax.lax.scan
 
     def scan(f, init, xs=None, length=None, reverse=False, unroll=1, **kw):
-        return orig(f, init, xs, length, reverse=reverse, unroll=True, **kw)
+        if sys._getframe(1).f_globals.get("__name__", "").startswith(within):
+            unroll = steps
+        return orig(f, init, xs, length, reverse=reverse, unroll=unroll, **kw)
 
     jax.lax.scan = scan
     try:
