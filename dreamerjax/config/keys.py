@@ -285,7 +285,8 @@ REFUSED: dict[str, str] = {
     "filter": "the terminal line's filter is logger.filter (the reference's HEAD name)",
     "tensorboard_videos": _LOGGER,
     "logger.timer": "timers are not reported",
-    "logger.fps": "episode videos are written by `dreamerjax eval --video` at their own rate",
+    "logger.fps": ("episode videos (`dreamerjax eval --video`, run.video_every_logs) are "
+                   "written at 30 frames per second"),
     "logger.user": "expa, the reference's internal logger, is not implemented",
     "replay.chunksize": "the replay lives on the device, not in saved chunks",
     "replay.save_wait": "the replay lives on the device, not in saved chunks",
