@@ -63,7 +63,10 @@ def measure(env_id: str, size: str, seeds: int, episodes: int, repeats: int) -> 
                                         for i, f in enumerate(drawn)], repeats)
         mp4_bytes = [f.stat().st_size for f in files]
         writer = records.RunWriter(tmp)
-        gif_s, _ = _median(lambda: [writer.add_video(i, 0, "eval/video", f, videos.FPS)
+        stride = videos.TB_STRIDE
+        gif_s, _ = _median(lambda: [writer.add_video(i, 0, "eval/video",
+                                                     [x[::stride, ::stride] for x in f],
+                                                     videos.FPS)
                                     for i, f in enumerate(drawn)], repeats)
         writer.close()
         gif_bytes = sum(p.stat().st_size for p in Path(tmp, records.TB_DIR).rglob("*.*"))

@@ -35,6 +35,10 @@ from dreamerjax.viz import video
 
 VIDEO_DIR = "videos"
 FPS = 30  # as dreamerjax eval --video
+# TensorBoard's copy takes every TB_STRIDE-th pixel of each side (128 pixels high): its GIF
+# encoding is the largest host cost of a video, about 10 ms a frame at full size on a
+# 2-core CPU, and the mp4 beside it keeps the full picture (benchmarks/video_cost.py).
+TB_STRIDE = 2
 
 
 def due(config: Config, log_index: int) -> bool:
@@ -100,7 +104,8 @@ class LogVideos:
             images = video.frames(self.config.run.env, episode)
             files[seed] = video.write_video(path(self.out, seed, point.log_index), images,
                                             FPS)
-            writer.add_video(seed, point.rows, outputs.VIDEO_KEY, images, FPS)
+            writer.add_video(seed, point.rows, outputs.VIDEO_KEY,
+                             [f[::TB_STRIDE, ::TB_STRIDE] for f in images], FPS)
         outputs.add_videos(self.loggers, point.rows, files)
         return list(files.values())
 
