@@ -55,16 +55,23 @@ def _stacked(result) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The small run with a video at every log point and every output on (W&B offline,
-    MLflow in its store under the run directory), and the same run without videos."""
+    MLflow in its store under the run directory), and the same run without videos. The
+    first is stopped after row 160 before any checkpoint (its only one is the last log
+    point's) and resumed: the resume plays rows 80 and 160 again, whose videos the outputs
+    had, and must not get them twice."""
     root = tmp_path_factory.mktemp("videos")
     saved = {k: os.environ.get(k) for k in ("WANDB_MODE", "MLFLOW_TRACKING_URI")}
     os.environ["WANDB_MODE"] = "offline"  # W&B's own switch: no network
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     every = ("jsonl", "tensorboard", "wandb", "mlflow")
+    config = dataclasses.replace(small_config(video_every=1, checkpoint_every=3),
+                                 logger=LoggerConfig(outputs=every))
     try:
-        on = driver.train(dataclasses.replace(
-            small_config(video_every=1), logger=LoggerConfig(outputs=every)),
-            SEEDS, str(root / "on"), **KW)
+        driver.train(config, SEEDS, str(root / "on"), stop_after_rows=160, **KW)
+        assert not (root / "on" / "checkpoints").exists() or not any(
+            (root / "on" / "checkpoints").iterdir())
+        assert len(list((root / "on" / "videos").rglob("*.mp4"))) == 4  # rows 80, 160
+        on = driver.train(config, SEEDS, str(root / "on"), resume=True, **KW)
     finally:
         for k, v in saved.items():
             if v is None:
