@@ -65,7 +65,7 @@ SCALARS = {
     "--steps": _int_garbage(False), "--eval-every": _int_garbage(False),
     "--eval-episodes": _int_garbage(False), "--num-envs": _int_garbage(False),
     "--checkpoint-every": _int_garbage(True), "--devices": _int_garbage(False),
-    "--report-every": _int_garbage(True),
+    "--report-every": _int_garbage(True), "--video-every": _int_garbage(True),
     "--cnn-minres": _int_garbage(False), "--train-ratio": _float_garbage,
     "--size": _text.filter(lambda t: t not in SIZES),
     "--twohot-mean": _text.filter(lambda t: t not in ("exact", "pairsum")),

@@ -257,6 +257,12 @@ class RunConfig:
     # also the last log point's); 0: never. The default keeps the report a small part of
     # a log interval (results/bench/LOG.md, "What a log point costs on the host").
     report_every: int = 1
+    # run.video_every_logs (ours): log points between evaluation videos (run/videos.py):
+    # the first episode of each seed's evaluation at that log point, as RUN/videos/ mp4s and
+    # to the outputs; 0: never. Off by default on every device: a video replays the
+    # evaluation's episodes to the episode limit and encodes each frame on the host
+    # (docs/config.md, "Videos at log points").
+    video_every: int = 0
     episode_limit: int = 0  # 0 = the environment's own limit
     # run.expl_until (29eb964, embodied/run/train.py:27,104-105): the policy is called in
     # mode 'explore' until this step (always when 0) and 'train' after; the reference's

@@ -177,6 +177,7 @@ OUR_KEYS: dict[str, str] = {
     "run.eval_every_rows": "run.eval_every",
     "run.checkpoint_every": "run.checkpoint_every",
     "run.report_every_logs": "run.report_every",
+    "run.video_every_logs": "run.video_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
     "run.replay_memory": "run.replay_memory",
@@ -288,7 +289,8 @@ REFUSED: dict[str, str] = {
     "filter": "the terminal line's filter is logger.filter (the reference's HEAD name)",
     "tensorboard_videos": _LOGGER,
     "logger.timer": "timers are not reported",
-    "logger.fps": "episode videos are written by `dreamerjax eval --video` at their own rate",
+    "logger.fps": ("episode videos (`dreamerjax eval --video`, run.video_every_logs) are "
+                   "written at 30 frames per second"),
     "logger.user": "expa, the reference's internal logger, is not implemented",
     "replay.chunksize": "the replay lives on the device, not in saved chunks",
     "replay.save_wait": "the replay lives on the device, not in saved chunks",
@@ -310,10 +312,12 @@ REFUSED: dict[str, str] = {
     "run.eval_every": _SECONDS,
     "run.report_every": ("seconds of wall clock in the reference (e3f0224); dreamerjax "
                          "counts log points (run.report_every_logs)"),
+    "run.log_keys_video": ("videos are of evaluation episodes, every run.video_every_logs "
+                           "log points (0: never)"),
     "run.eval_initial": "evaluation runs at every log point, after its chunk",
     "run.eval_fill": "there is no evaluation replay",
     **{f"run.{k}": _LOGGER
-       for k in ("log_zeros", "log_keys_video", "log_keys_sum", "log_keys_avg",
+       for k in ("log_zeros", "log_keys_sum", "log_keys_avg",
                  "log_keys_max", "log_video_fps", "log_video_streams",
                  "log_episode_timeout", "usage", "timer")},
     **{f"run.{k}": _DRIVER
@@ -346,7 +350,8 @@ def _without_retired(flat: Mapping[str, Any]) -> dict[str, Any]:
 # logger.outputs: an output added starts at the resumed log point, one left out stops
 # (run/outputs.py).
 RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
-                              "run.report_every", "run.replay_memory", "logger.outputs"})
+                              "run.report_every", "run.video_every", "run.replay_memory",
+                              "logger.outputs"})
 
 
 def steps_may_grow(saved: int, new: int) -> str | None:
@@ -366,6 +371,7 @@ FLAG_KEYS: dict[str, str] = {
     "train_ratio": "run.train_ratio",
     "checkpoint_every": "run.checkpoint_every",
     "report_every": "run.report_every_logs",
+    "video_every": "run.video_every_logs",
     "driver_parallel": "run.driver_parallel",
     "replay_from": "run.replay_from",
     "offline": "run.offline",

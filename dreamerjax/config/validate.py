@@ -52,7 +52,7 @@ _POSITIVE = (
 )
 _NON_NEGATIVE = (
     "run.train_fill", "run.replay_capacity", "run.checkpoint_every",
-    "run.report_every_logs", "wrapper.length",
+    "run.report_every_logs", "run.video_every_logs", "wrapper.length",
     "enc.simple.layers", "dec.simple.layers", "rewhead.layers", "conhead.layers",
     "actor.layers", "critic.layers", "opt.warmup",
 )
@@ -63,7 +63,7 @@ _UNIT_INTERVAL = ("dyn.rssm.unimix", "actor.unimix", "return_lambda", "return_la
 INT32_MAX = 2**31 - 1
 _AT_MOST = {
     **dict.fromkeys(("run.steps", "run.eval_every_rows", "run.checkpoint_every",
-                     "run.report_every_logs"), INT32_MAX),
+                     "run.report_every_logs", "run.video_every_logs"), INT32_MAX),
     **dict.fromkeys(("run.num_envs", "run.eval_eps", "run.train_ratio"), 2**20),
     **dict.fromkeys(("enc.simple.minres", "dec.simple.minres"), 2**12),
 }

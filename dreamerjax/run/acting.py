@@ -82,8 +82,9 @@ def play(setup, params, reset_keys, step_keys, mode: bool = False, stop_early: b
     Not recording: a while loop that stops on the tick where the last episode ends
     (stop_early) or plays every tick; the results are the same either way
     (tests/test_evaluate.py), trace is None. record: every tick played (a scan), trace
-    holds each step's {obs, reward, done (the episode had ended before the step),
-    env_state} over steps [limit + 1, E, ...], the reset rows first (the video's)."""
+    holds the first episode's steps, {obs, reward, done (the episode had ended before the
+    step), env_state} over steps [limit + 1, 1, ...], the reset row first (a video's: the
+    others play beside it as in the evaluation, unrecorded)."""
     episodes, limit = reset_keys.shape[0], step_keys.shape[0]
     env, row = jax.vmap(lambda k: envs_lib.collector_init(setup.spec, k))(reset_keys)
     carry = agent_lib.policy_initial(setup.config.agent, setup.spaces, episodes)
@@ -95,8 +96,8 @@ def play(setup, params, reset_keys, step_keys, mode: bool = False, stop_early: b
         _, carry, env, row, _ = act_and_step(setup, params, carry, row, env, k_pol, k_env,
                                              mode)
         live = ~done
-        out = {"obs": row["obs"], "reward": row["reward"], "done": done,
-               "env_state": env.env_state}
+        out = _first({"obs": row["obs"], "reward": row["reward"], "done": done,
+                      "env_state": env.env_state})
         ret = ret + jnp.where(live, row["reward"], 0.0)
         length = length + live.astype(f32)
         done = done | row["is_last"]
@@ -105,8 +106,8 @@ def play(setup, params, reset_keys, step_keys, mode: bool = False, stop_early: b
     init = (env, row, carry, zeros, zeros, jnp.zeros((episodes,), bool))
     if record:
         (_, _, _, ret, length, _), outs = jax.lax.scan(tick, init, step_keys)
-        first = {"obs": row["obs"], "reward": row["reward"], "done": init[-1],
-                 "env_state": env.env_state}
+        first = _first({"obs": row["obs"], "reward": row["reward"], "done": init[-1],
+                        "env_state": env.env_state})
         trace = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b], 0), first, outs)
         return ret, length, trace
 
@@ -154,6 +155,11 @@ def play_host(setup, collector, program, params, env_seeds, step_keys, on_rows=N
         if done.all():
             break
     return ret.astype(np.float32), length.astype(np.float32)
+
+
+def _first(tree):
+    """[E, ...] -> [1, ...] on every leaf: the recorded episode's."""
+    return jax.tree.map(lambda x: x[:1], tree)
 
 
 def _split_seeds(tree, seeds: int):

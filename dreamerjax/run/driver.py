@@ -35,7 +35,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records, replay_dir, status, transfer
+from dreamerjax.run import host_time, outputs, records, replay_dir, status, transfer, videos
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import resume as resume_lib
@@ -181,6 +181,7 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = 
     config, setup = plan.config, plan.setup
     if resume:  # another device layout than the run's, refused before anything compiles
         ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
+    videos.check(plan)  # --video-every where no video can be made: refused now
     done = ckpt.complete_rows(out, setup.run.steps) if resume else None
     if done is not None and jax.process_index() == 0:  # said at once; the call returns
         print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
@@ -211,9 +212,10 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = 
         os.makedirs(os.path.realpath(out), exist_ok=True)
         loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
                      report, stop or StopRequest(), malloc_trim, host_time.Phases(),
-                     tuple(loggers), target_return, heartbeat)
+                     tuple(loggers), target_return, heartbeat,
+                     videos.LogVideos(plan, out, loggers, primary))
         with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
-                host_time.CompileClock() as clock:
+                contextlib.closing(loop.videos), host_time.CompileClock() as clock:
             written, params = _run(run, resume, loop, clock)
         if run.primary:
             with loop.phases("plots"):
@@ -256,6 +258,7 @@ class _Loop:
     loggers: tuple  # the W&B / MLflow outputs (run/outputs.py), also among the callbacks
     target_return: float | None = None  # stop once every seed's eval_mean reaches it
     heartbeat: host_time.Heartbeat | None = None  # a line now and then where no bar is
+    videos: videos.LogVideos | None = None  # the evaluation videos of log points
 
 
 
@@ -350,6 +353,9 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
         with phases("report"):
             files = write_report(run.trainer, states, point, writer, run.out, run.primary)
             outputs.add_files(loop.loggers, point.rows, files)
+    if loop.videos is not None and loop.videos.due(log_index):
+        with phases("video"):
+            loop.videos.write(states.agent.params, point, writer)
     # wall_s and host_s, read once the results are on the host and the report is written:
     # both count in this record.
     host_time.stamp(point.records, phases, time.time() - t0)

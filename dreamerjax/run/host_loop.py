@@ -63,6 +63,19 @@ def eval_program(setup: Setup, mode: bool = False):
     return jax.jit(lambda p, c, r, k: loop.over_seeds(setup, one, p, c, r, k))
 
 
+def eval_inputs(setup: Setup, seeds, stream: str, index: int) -> tuple:
+    """What a host evaluation's episodes draw (acting.play_host): (step keys [seeds, limit,
+    2] from each seed's key of `stream` at `index`, as the compiled evaluation spends them
+    (streams.episode_keys); the reset seeds of the seeds x run.eval_episodes envs, seed-major,
+    from the same integers)."""
+    keys = streams.keys(seeds, stream, index)
+    limit = episode_limit(setup)
+    step_keys = jax.vmap(lambda k: streams.episode_keys(k, limit)[1])(keys)
+    env_seeds = [env_seed(s, streams.data(stream, index), e)
+                 for s in seeds for e in range(setup.run.eval_episodes)]
+    return step_keys, env_seeds
+
+
 def env_seed(*parts: int) -> int:
     """The seed of one host env's reset from integers (run seed, env index, ...)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])

@@ -11,6 +11,8 @@ reference's `timer/` statistics cover the span since its logger last wrote
     callbacks   the driver callbacks (the W&B and MLflow outputs, yours)
     report      the world model's open-loop report (pictures and TensorBoard images);
                 0 at log points without one (run.report_every)
+    video       the evaluation videos (run/videos.py); only in the records of log
+                points with videos (run.video_every)
     write       the previous log point's records, episodes and TensorBoard scalars
     checkpoint  the previous log point's checkpoint (0 when none was saved)
 

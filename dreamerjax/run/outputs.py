@@ -3,8 +3,9 @@
 The config's `logger.outputs` (the reference's HEAD key, configs.yaml:23 at e3f0224) names
 them; `build` makes one callback per named output (callbacks.Callback: `on_log(point)`,
 `state_dict`, `load_state_dict`), which the driver calls beside the callbacks it was
-given, plus `on_files` (the report's pictures of a log point, the evaluation's video) and
-`close` (the run's curves, then the runs closed). The loop knows none of them.
+given, plus `on_files` (the report's pictures of a log point, the evaluation's video),
+`on_videos` (each seed's video of a log point, run/videos.py) and `close` (the run's
+curves, then the runs closed). The loop knows none of them.
 `jsonl` (records.jsonl, always written: resume, summary and compare read it) and
 `tensorboard` (records.RunWriter) are the driver's own.
 
@@ -41,6 +42,7 @@ from typing import Any
 from dreamerjax.config.defaults import Config
 
 STATE_FILE = "loggers.json"
+VIDEO_KEY = "eval/video"  # a log point's video: W&B's key, TensorBoard's tag
 # Output -> (the package it imports, the pyproject extra that installs it).
 PACKAGES = {"wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow")}
 MLFLOW_STORE = "mlflow.db"  # the default store under the run directory (SQLite)
@@ -93,6 +95,14 @@ def add_files(callbacks: Iterable, rows: int | None, files: Sequence[os.PathLike
     for cb in callbacks:
         if files and hasattr(cb, "on_files"):
             cb.on_files(rows, [Path(f) for f in files])
+
+
+def add_videos(callbacks: Iterable, rows: int, files: Mapping[int, os.PathLike]) -> None:
+    """Hand a log point's videos, {seed: mp4} (run/videos.py), to the callbacks that take
+    videos: each to its seed's W&B run and MLflow child run."""
+    for cb in callbacks:
+        if files and hasattr(cb, "on_videos"):
+            cb.on_videos(rows, {int(s): Path(f) for s, f in files.items()})
 
 
 def close(callbacks: Iterable, ok: bool = True, run_dir: str | os.PathLike | None = None
@@ -213,6 +223,14 @@ class _Output:
         self.save()
         return False
 
+    def videos_sent(self, rows: int) -> bool:
+        """Whether a log point's videos were sent before; marks them sent."""
+        if rows <= self.state.get("video_rows", 0):
+            return True
+        self.state["video_rows"] = rows
+        self.save()
+        return False
+
     def state_dict(self) -> dict:
         return dict(self.state)
 
@@ -285,6 +303,15 @@ class WandbOutput(_Output):
         if data:
             run = next(iter(self.runs.values()))
             run.log(data, **({} if rows is None else {"step": rows}))
+
+    def on_videos(self, rows: int, files: Mapping[int, Path]) -> None:
+        """A log point's video of each seed in that seed's run, at step rows."""
+        if not self.runs or self.videos_sent(rows):
+            return
+        for seed, path in files.items():
+            run = self.runs.get(seed)
+            if run is not None:
+                run.log({VIDEO_KEY: self._wandb.Video(str(path), format="mp4")}, step=rows)
 
     def close(self, ok: bool, run_dir) -> None:
         for run in self.runs.values():
@@ -384,6 +411,16 @@ class MlflowOutput(_Output):
         for path in files:
             where = "report" if path.parent.name == "report" else None
             self.client.log_artifact(self.state["parent"], str(path), where)
+
+    def on_videos(self, rows: int, files: Mapping[int, Path]) -> None:
+        """A log point's video of each seed as an artifact of the seed's child run, under
+        videos/ (point_K.mp4: one file per log point)."""
+        if self.videos_sent(rows):
+            return
+        for seed, path in files.items():
+            run_id = self.state["children"].get(str(seed))
+            if run_id is not None:
+                self.client.log_artifact(run_id, str(path), "videos")
 
     def close(self, ok: bool, run_dir) -> None:
         if not self.runs:

@@ -453,6 +453,27 @@ class RunWriter:
         self._tb[int(seed)].add_image(tag, image, global_step=int(step), dataformats="HWC")
         self._tb[int(seed)].flush()
 
+    def add_video(self, seed: int, step: int, tag: str, frames, fps: int) -> None:
+        """Frames [T] (RGB uint8 [H, W, 3]) as a TensorBoard video of one seed at `step`:
+        an animated GIF in an image summary, as tensorboardX's add_video writes it (which
+        needs moviepy to encode; Pillow encodes it here). TensorBoard's image dashboard
+        plays it."""
+        if not self._tensorboard:
+            return
+        import imageio.v3 as iio
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        self.add_scalars(seed, step, {})  # opens the seed's writer
+        frames = np.stack([np.asarray(f, np.uint8) for f in frames])
+        gif = iio.imwrite("<bytes>", frames, extension=".gif", duration=1000 / fps, loop=0)
+        height, width, channels = frames.shape[1:]
+        image = Summary.Image(height=height, width=width, colorspace=channels,
+                              encoded_image_string=gif)
+        writer = self._tb[int(seed)]
+        writer._get_file_writer().add_summary(
+            Summary(value=[Summary.Value(tag=tag, image=image)]), int(step))
+        writer.flush()
+
     def positions(self) -> dict:
         """Where the files end now; store it in a checkpoint's meta for `resume`."""
         def size(p: Path) -> int:
@@ -488,6 +509,9 @@ class NullWriter(RunWriter):
         pass
 
     def add_image(self, seed: int, step: int, tag: str, png: str | os.PathLike) -> None:
+        pass
+
+    def add_video(self, seed: int, step: int, tag: str, frames, fps: int) -> None:
         pass
 
     def positions(self) -> dict:

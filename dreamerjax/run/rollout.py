@@ -68,6 +68,12 @@ def _host_rollout(setup, params, key, mode: bool) -> dict:
                          on_rows=lambda row: steps.append((row, video.picture(env, row))))
     finally:
         col.close()
+    return host_episode(steps)
+
+
+def host_episode(steps: list) -> dict:
+    """A host episode for a video from its steps [(rows [1, ...], RGB picture)], the reset
+    row first: {frame, obs, reward, done (all False)} over steps."""
     rows = [r for r, _ in steps]
     return {"frame": np.stack([f for _, f in steps]),
             "obs": {n: np.stack([r["obs"][n][0] for r in rows]) for n in rows[0]["obs"]},

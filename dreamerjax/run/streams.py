@@ -4,6 +4,8 @@
     train         PRNGKey(seed)                                init_seed's: the agent's
                                                                init, the envs', every tick's
     eval          fold_in(PRNGKey(seed), 1,000,000 + log index) a log point's evaluation
+                                                               (and its videos, run/videos.py:
+                                                               the same episodes again)
     report        fold_in(PRNGKey(seed), 2,000,000 + log index) a log point's open-loop report
     video         fold_in(PRNGKey(seed), 3,000,000)             eval_artifacts' video episode
     evaluate_run  fold_in(PRNGKey(seed), 4,000,000)             `dreamerjax eval`'s episodes

@@ -604,11 +604,8 @@ class HostTrainer(_Shared):
             params = jax.device_put(to_host(params), jax.local_devices()[0])
         if self._eval_envs is None:
             self._eval_envs = self._collector(S * E)
-        keys = streams.keys(self.seeds, stream, log_index)
-        limit = host_loop.episode_limit(self.setup)
-        step_keys = jax.vmap(lambda k: streams.episode_keys(k, limit)[1])(keys)
-        env_seeds = [host_loop.env_seed(s, streams.data(stream, log_index), e)
-                     for s in self.seeds for e in range(E)]
+        step_keys, env_seeds = host_loop.eval_inputs(self.setup, self.seeds, stream,
+                                                     log_index)
         ret, length = acting.play_host(self.setup, self._eval_envs, self._eval_act[mode],
                                        params, env_seeds, step_keys)
         return ret.reshape(S, E), length.reshape(S, E)

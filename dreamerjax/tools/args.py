@@ -125,6 +125,10 @@ class TrainArgs:
     report_every: _optional(int, "INT", RunConfig.report_every, "may change") = None
     """Log points between the world model's open-loop reports (RUN_DIR/report, TensorBoard
     images); the last log point always has one. 0: never (run.report_every_logs)."""
+    video_every: _optional(int, "INT", RunConfig.video_every, "may change") = None
+    """Log points between evaluation videos: the first episode of each seed's evaluation
+    as RUN_DIR/videos/seed_S/point_K.mp4, also to TensorBoard, W&B and MLflow where those
+    outputs are on. 0: never, the default (run.video_every_logs)."""
     driver_parallel: bool = False
     """Host envs (gym_, atari_, dmc_, crafter_): step each env in its own worker process
     instead of in this process (run.driver_parallel; may change on --resume)."""
@@ -160,7 +164,7 @@ class TrainArgs:
         given = dict(env=self.env, steps=self.steps, eval_every=self.eval_every,
                      eval_episodes=self.eval_episodes, num_envs=self.num_envs,
                      train_ratio=self.train_ratio, checkpoint_every=self.checkpoint_every,
-                     report_every=self.report_every)
+                     report_every=self.report_every, video_every=self.video_every)
         return {k: v for k, v in given.items() if v is not None}
 
     @property
