@@ -74,7 +74,7 @@ def test_a_checkpoint_directory_and_a_regex_load_only_the_selected_groups(source
     trainer = make_trainer(plan)
     try:
         fresh = trainer.init()
-        loaded = transfer.load_into(fresh, cfg, SEEDS, plan.setup.spaces)
+        loaded = transfer.load_into(fresh, plan)
         before = {k: np.asarray(v) for k, v in _flat_params(fresh.agent.params).items()}
         after = {k: np.asarray(v) for k, v in _flat_params(loaded.agent.params).items()}
         opt_same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)),

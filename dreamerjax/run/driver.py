@@ -284,7 +284,7 @@ def _run(run: Run, resume: bool, loop: _Loop,
     else:
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
-        states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
+        states = transfer.load_into(states, run.trainer.plan)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = status.progress_bar(loop.progress and run.primary, run_cfg.steps,

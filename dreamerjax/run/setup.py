@@ -97,8 +97,13 @@ def check_env(config: Config) -> None:
 def make_compiled_setup(config: Config) -> Setup:
     """The setup of a run whose env is written in JAX (make_setup chooses)."""
     run = config.run
-    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
-                             **envs_lib.suite_options(config.env, run.env))
+    try:
+        spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
+                                 **envs_lib.suite_options(config.env, run.env))
+    except envs_lib.MissingExtra:
+        raise
+    except ValueError as e:  # a wrong id: the command line names the flag (EnvError)
+        raise EnvError(f"--env {run.env!r}: {' '.join(str(e).split())}") from e
     spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
     capacity = check_run(config, spaces)
     return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)

@@ -307,7 +307,7 @@ class InfoArgs:
     (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
-        resolve_args(self)  # config_validate.validate, naming the flag or key
+        resolve_args(self, check=False)  # the layers; the values are checked by info's plan
         return self
 
 
