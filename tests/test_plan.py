@@ -3,13 +3,13 @@ taking it."""
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _counting import plan_calls
 from _runs import small_config
 
 import dreamerjax
@@ -99,41 +99,10 @@ def test_a_head_config_over_processes_is_the_whole_run_of_each_processs_part():
 
 
 # ----------------------------------------------------------------------------- per entry point
-# Each entry point (the command line's train, info, bench, eval and export; the library's
-# train and load_policy; the precompile child in its own process) makes one plan: one
-# validate of the run's config and one make_setup. Counted by wrapping the real functions.
-
-
-def _counting(monkeypatch, module, name: str) -> list:
-    """Every reference to module.name that a loaded dreamerjax module holds (its own and
-    those imported by name) replaced by a wrapper that records each call and calls the
-    real function. Returns the list of calls."""
-    real = getattr(module, name)
-    calls: list = []
-
-    @functools.wraps(real)
-    def counted(*args, **kwargs):
-        calls.append(args[0] if args else None)
-        return real(*args, **kwargs)
-
-    for mod in list(sys.modules.values()):
-        if getattr(mod, "__name__", "").startswith("dreamerjax"):
-            for attr, value in list(vars(mod).items()):
-                if value is real:
-                    monkeypatch.setattr(mod, attr, counted)
-    return calls
-
-
-def _counted(fn) -> tuple[int, int, object]:
-    """(validate calls, make_setup calls, fn's value) of fn() with both functions counted."""
-    from dreamerjax.config import validate as config_validate
-    from dreamerjax.run import setup as setup_lib
-
-    with pytest.MonkeyPatch.context() as mp:
-        checks = _counting(mp, config_validate, "validate")
-        setups = _counting(mp, setup_lib, "make_setup")
-        value = fn()
-    return len(checks), len(setups), value
+# Each entry point (the command line's train, info, eval and export; the library's train
+# and load_policy; the precompile child in its own process; `dreamerjax bench`, counted in
+# test_bench.py) makes one plan: one validate of the run's config and one make_setup.
+# Counted by wrapping the real functions (tests/_counting.py).
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +115,7 @@ def cli_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("plan") / "run"
     argv = ["train", *small_argv(), "--seeds", "0", "--out", str(out), "--no-precompile"]
-    counts = _counted(lambda: cli.main(argv))
+    counts = plan_calls(lambda: cli.main(argv))
     assert counts[2] == 0
     return out, counts[:2]
 
@@ -157,15 +126,15 @@ def test_the_command_lines_train_makes_one_plan(cli_run):
 
 def test_a_library_train_makes_one_plan(tmp_path):
     config = small_config(steps=80)
-    counts = _counted(lambda: dreamerjax.train(config, (0,), str(tmp_path / "run"),
-                                               progress=False, report=False))
+    counts = plan_calls(lambda: dreamerjax.train(config, (0,), str(tmp_path / "run"),
+                                                 progress=False, report=False))
     assert counts[:2] == (1, 1) and len(counts[2].records) == 1
 
 
 def test_info_makes_one_plan(capsys):
     from dreamerjax.tools import cli
 
-    counts = _counted(lambda: cli.main(["info", "--tiny"]))
+    counts = plan_calls(lambda: cli.main(["info", "--tiny"]))
     assert counts == (1, 1, 0), capsys.readouterr()
     assert "Optimised variables:" in capsys.readouterr().out
 
@@ -175,7 +144,7 @@ def test_eval_makes_one_plan(cli_run, tmp_path, capsys):
 
     run, _ = cli_run
     argv = ["eval", str(run), "--episodes", "1", "--checkpoint", "all", "--report"]
-    counts = _counted(lambda: cli.main(argv))
+    counts = plan_calls(lambda: cli.main(argv))
     out = capsys.readouterr().out
     assert counts == (1, 1, 0), out
     assert len([line for line in out.splitlines() if line.startswith("{")]) == 2
@@ -186,21 +155,24 @@ def test_export_and_load_policy_make_one_plan(cli_run, tmp_path, capsys):
 
     run, _ = cli_run
     file = tmp_path / "policy.npz"
-    assert _counted(lambda: cli.main(["export", str(run), "--out", str(file)])) == (1, 1, 0)
+    assert plan_calls(lambda: cli.main(["export", str(run), "--out", str(file)])) == (1, 1, 0)
     assert file.is_file()
-    checks, setups, policy = _counted(lambda: dreamerjax.load_policy(run))
+    checks, setups, policy = plan_calls(lambda: dreamerjax.load_policy(run))
     assert (checks, setups) == (1, 1) and policy.seed == 0
 
 
-def test_bench_makes_one_plan_for_all_its_seed_counts(capsys):
-    from dreamerjax.tools import cli
-
-    argv = ["bench", "--tiny", "--json", "--seeds", "1", "2", "--updates", "1",
-            "--warmup", "0", "--compile", "in-process"]
-    counts = _counted(lambda: cli.main(argv))
-    out = capsys.readouterr().out
-    assert counts == (1, 1, 0), out
-    assert set(json.loads(out.splitlines()[-1])["points"]) == {"1", "2"}
+def test_a_plan_for_other_seeds_keeps_the_checked_config_and_setup():
+    """`dreamerjax bench`'s other seed counts (plan.for_seeds): no second check of the
+    config nor setup, the decisions made for the new seeds (test_bench.py counts a whole
+    bench)."""
+    plan = plan_lib.make_plan(small_config(), (0,))
+    checks, setups, other = plan_calls(lambda: plan_lib.for_seeds(plan, (0, 1, 2)))
+    assert (checks, setups) == (0, 0)
+    assert other.setup.spaces is plan.setup.spaces and other.config is plan.config
+    assert other.seeds == (0, 1, 2) and other.seed_loop == plan.seed_loop
+    assert other.replay_bytes == 3 * plan.replay_bytes
+    with pytest.raises(ValueError, match="--devices 2 needs 2 devices"):
+        plan_lib.for_seeds(plan, (0, 1), devices=2)
 
 
 def test_the_precompile_child_makes_one_plan_of_what_the_parent_sends(tmp_path):
@@ -212,12 +184,12 @@ def test_the_precompile_child_makes_one_plan_of_what_the_parent_sends(tmp_path):
     from dreamerjax.run import precompile
 
     plan = plan_lib.make_plan(small_config(), (0,))
-    spec = precompile.child_spec(plan, report=False, cache_dir=jax.config.jax_compilation_cache_dir)
+    spec = precompile.child_spec(plan, False, jax.config.jax_compilation_cache_dir)
     saved = {name: getattr(jax.config, name) for name in (
         "jax_persistent_cache_min_compile_time_secs",
         "jax_persistent_cache_min_entry_size_bytes")}
     try:
-        checks, setups, out = _counted(lambda: precompile.child(json.loads(json.dumps(spec))))
+        checks, setups, out = plan_calls(lambda: precompile.child(json.loads(json.dumps(spec))))
     finally:
         for name, value in saved.items():
             jax.config.update(name, value)
