@@ -41,16 +41,6 @@ def _validations(fn) -> list[str]:
     return calls
 
 
-def test_a_library_train_validates_its_config_once(tmp_path):
-    config = small_config(steps=80)  # one log point: the whole path from train to a chunk
-    out = tmp_path / "run"
-    result = []
-    calls = _validations(lambda: result.append(dreamerjax.train(
-        config, (0,), str(out), progress=False, compile_cache=False, report=False)))
-    assert len(result[0].records) == 1
-    assert len(calls) == 1, calls
-
-
 def test_the_plan_validates_once_and_holds_what_the_run_decides():
     config = small_config()
     made = []
