@@ -16,8 +16,8 @@ One plan per entry point: the command line's preflight (train), driver.train of 
 from the first's plan) and the precompile child (from the parent's child_spec) make one;
 the trainers, transfer.load_into and the precompile child's compile take it and check
 nothing again. `dreamerjax info` and load_policy / `dreamerjax export`, which neither
-allocate a run's state nor use its devices, take its first part (run_setup): the config
-validated once and its setup built once.
+allocate a run's state nor use its devices, take its first part (run_setup, which is
+setup.checked_setup of the whole run): the config validated once, its setup built once.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import fsdp as fsdp_lib
-from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import HEAD_REF, Config, data_devices, fsdp_devices
-from dreamerjax.config.keys import ConfigError
 from dreamerjax.run import loop, memory, streams, transfer
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
@@ -88,13 +86,8 @@ def run_setup(config: Config, seeds=None) -> Setup:
     """The first part of a run's plan: `config` validated once (with `seeds` when given;
     ConfigError naming the key, after EnvError when the env id is wrong too) and its setup
     built once, of the whole run over this run's processes (processes_config)."""
-    seeds = None if seeds is None else tuple(int(s) for s in seeds)
-    try:
-        config_validate.validate(config, seeds=seeds)
-    except ConfigError:
-        setup_lib.check_env(config)  # a wrong env id first (EnvError), then the values
-        raise
-    return setup_lib.make_setup(processes_config(config, jax.process_count()))
+    return setup_lib.checked_setup(config, seeds,
+                                   processes_config(config, jax.process_count()))
 
 
 def for_seeds(plan: Plan, seeds, devices: int | None = None) -> Plan:

@@ -264,8 +264,8 @@ def export(run_dir: str | os.PathLike, seed: int, out: str | os.PathLike) -> Pat
 
 def _from_run(run_dir: Path, seed: int) -> Policy:
     from dreamerjax.run import checkpoint as ckpt
-    from dreamerjax.run import plan as plan_lib
     from dreamerjax.run import records
+    from dreamerjax.run import setup as setup_lib
 
     if not (run_dir / records.CONFIG_FILE).is_file():
         raise PolicyError(f"{run_dir}: no config.json (not a dreamerjax run directory)")
@@ -284,7 +284,7 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
     index = found[0]
     try:  # the plan's first part: the run's config validated once, its setup built once
-        setup = plan_lib.run_setup(config, seeds)
+        setup = setup_lib.checked_setup(config, seeds)
     except configs.ConfigError as e:
         raise PolicyError(f"{run_dir}: {e}") from e
     spaces = setup.spaces

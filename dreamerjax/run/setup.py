@@ -69,6 +69,23 @@ class EnvError(ValueError):
     """The run's env id names no env that can be built here (check_env)."""
 
 
+def checked_setup(config: Config, seeds=None, whole: Config | None = None) -> Setup:
+    """The first part of a run's plan (run/plan.run_setup): `config` validated once
+    (config/validate.validate, with `seeds` when given; ConfigError naming the key, after
+    EnvError when the env id is wrong too), then the setup built once, of `whole` (the
+    whole run's config of a per-process one, plan.processes_config) when given."""
+    from dreamerjax.config import validate as config_validate
+    from dreamerjax.config.keys import ConfigError
+
+    seeds = None if seeds is None else tuple(int(s) for s in seeds)
+    try:
+        config_validate.validate(config, seeds=seeds)
+    except ConfigError:
+        check_env(config)  # a wrong env id first (EnvError), then the values
+        raise
+    return make_setup(config if whole is None else whole)
+
+
 def check_env(config: Config) -> None:
     """EnvError (one line) when the config's env id is wrong: a compiled env's spec is
     built (cheap); a host env's suite is checked for its packages, and a Gymnasium id is
