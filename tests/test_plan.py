@@ -151,6 +151,25 @@ def test_export_and_load_policy_make_one_plan(cli_run, tmp_path, capsys):
     assert (checks, setups) == (1, 1) and policy.seed == 0
 
 
+def test_the_preflight_builds_the_env_once_and_checks_devices_and_source_once(monkeypatch):
+    """`dreamerjax train`'s preflight and plan: the compiled env built once (by the
+    setup), the device counts and run.from_checkpoint's source checked once each."""
+    import types
+
+    from _counting import counting
+
+    from dreamerjax import envs
+    from dreamerjax.run import transfer
+    from dreamerjax.tools import cli
+
+    built = counting(monkeypatch, envs, "make_env")
+    counted = counting(monkeypatch, plan_lib, "_check_count")
+    sources = counting(monkeypatch, transfer, "check")
+    plan = cli.preflight(small_config(), (0,), types.SimpleNamespace(devices=1))
+    assert (len(built), len(counted), len(sources)) == (1, 1, 1)
+    assert plan.source is None and plan.seeds == (0,)
+
+
 def test_a_plan_for_other_seeds_keeps_the_checked_config_and_setup():
     """`dreamerjax bench`'s other seed counts (plan.for_seeds): no second check of the
     config nor setup, the decisions made for the new seeds (test_bench.py counts a whole
