@@ -15,6 +15,7 @@ from _runs import small_config
 import dreamerjax
 from dreamerjax.run import driver, guard, records, result, rundir
 from dreamerjax.run import lock as runlock
+from dreamerjax.run import plan as plan_lib
 from dreamerjax.run.policy import PolicyError
 from dreamerjax.tools import args as cli_args
 
@@ -130,7 +131,7 @@ def test_make_config_resolves_as_dreamerjax_info(capsys):
     printed = capsys.readouterr().out
     total = re.search(r"^Optimised variables: ([\d,]+)$", printed, re.M).group(1)
     lr = re.search(r"^ +opt\.lr +(\S+) +\[--set opt\.lr=1e-4\]$", printed, re.M).group(1)
-    assert rundir.describe(config)["total"] == int(total.replace(",", ""))
+    assert rundir.describe(plan_lib.run_setup(config))["total"] == int(total.replace(",", ""))
     assert config.agent.opt.lr == float(lr) == 1e-4
     assert config == cli_args.config_from_args(cli.parse(argv).validate())
 

@@ -209,20 +209,33 @@ def test_gpu_script_smoke_runs_every_configuration(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_run():
+def tiny_bench():
     """`bench --tiny --json --seeds 1 --updates 1 --warmup 0 --compile in-process`: one
-    compile of the run's tiny chunk."""
+    compile of the run's tiny chunk. (its JSON, its validate and make_setup calls)"""
+    from _counting import plan_calls
+
     args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=1, warmup=0,
                                  compile="in-process")
     capture = pytest.MonkeyPatch()
     lines = []
     capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
     try:
-        code = bench.main(args)
+        checks, setups, code = plan_calls(lambda: bench.main(args))
     finally:
         capture.undo()
     assert code == 0 and len(lines) == 1
-    return json.loads(lines[0])
+    return json.loads(lines[0]), (checks, setups)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_bench):
+    return tiny_bench[0]
+
+
+def test_bench_makes_one_plan(tiny_bench):
+    """The benched config is checked once and its setup built once, by the run's plan
+    (its other seed counts' plans come from it: plan.for_seeds, tests/test_plan.py)."""
+    assert tiny_bench[1] == (1, 1)
 
 
 def test_bench_json_records_the_device_and_the_point(tiny_run):

@@ -39,16 +39,24 @@ def source(tmp_path_factory):
     return trained_small_run(tmp_path_factory.mktemp("source") / "tiny", SEEDS)
 
 
-def test_a_new_run_starts_from_the_source_agent(source, tmp_path):
+def test_a_new_run_starts_from_the_source_agent(source, tmp_path, monkeypatch):
     from dreamerjax.run import driver
 
     # Seed 3 was trained by the source (its own parameters), seed 5 was not (the source's
     # first seed's). One log point of 80 rows has no update (the gate opens at row 132),
     # so its checkpoint holds the parameters the run started with.
     out = tmp_path / "new"
+    checks, real = [], transfer.check
+
+    def check(*args, **kwargs):  # the real check, counted
+        checks.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transfer, "check", check)
     records = driver.train(_from(small_config(steps=80), source), (3, 5), str(out),
                            progress=False).records
     assert [r["updates"] for r in records] == [0, 0]
+    assert len(checks) == 1  # by the plan; the start loads the plan's source
     want, got = _params(source, SEEDS), _params(out, (3, 5))
     assert set(got) == set(want)
     for name in want:
@@ -74,7 +82,7 @@ def test_a_checkpoint_directory_and_a_regex_load_only_the_selected_groups(source
     trainer = make_trainer(plan)
     try:
         fresh = trainer.init()
-        loaded = transfer.load_into(fresh, cfg, SEEDS, plan.setup.spaces)
+        loaded = transfer.load_into(fresh, plan)
         before = {k: np.asarray(v) for k, v in _flat_params(fresh.agent.params).items()}
         after = {k: np.asarray(v) for k, v in _flat_params(loaded.agent.params).items()}
         opt_same = jax.tree.map(lambda a, b: bool(np.array_equal(a, b)),

@@ -3,11 +3,13 @@ taking it."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _counting import plan_calls
 from _runs import small_config
 
 import dreamerjax
@@ -37,16 +39,6 @@ def _validations(fn) -> list[str]:
         sys.setprofile(None)
         threading.setprofile(None)
     return calls
-
-
-def test_a_library_train_validates_its_config_once(tmp_path):
-    config = small_config(steps=80)  # one log point: the whole path from train to a chunk
-    out = tmp_path / "run"
-    result = []
-    calls = _validations(lambda: result.append(dreamerjax.train(
-        config, (0,), str(out), progress=False, compile_cache=False, report=False)))
-    assert len(result[0].records) == 1
-    assert len(calls) == 1, calls
 
 
 def test_the_plan_validates_once_and_holds_what_the_run_decides():
@@ -94,3 +86,120 @@ def test_a_head_config_over_processes_is_the_whole_run_of_each_processs_part():
     assert (b.capacity, b.ticks_per_log) == (a.capacity, a.ticks_per_log) == (25, 10)
     assert loop.updates_per_tick(b).tolist() == loop.updates_per_tick(a).tolist()
     assert loop.shard_batch_size(b) == loop.shard_batch_size(a) == mine.batch_size
+
+
+# ----------------------------------------------------------------------------- per entry point
+# Each entry point (the command line's train, info, eval and export; the library's train
+# and load_policy; the precompile child in its own process; `dreamerjax bench`, counted in
+# test_bench.py) makes one plan: one validate of the run's config and one make_setup.
+# Counted by wrapping the real functions (tests/_counting.py).
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """`dreamerjax train` of the small run (one seed, three log points, checkpoints at
+    the last two): its counts, and the run directory that eval and export read."""
+    from _runs import small_argv
+
+    from dreamerjax.tools import cli
+
+    out = tmp_path_factory.mktemp("plan") / "run"
+    argv = ["train", *small_argv(), "--seeds", "0", "--out", str(out), "--no-precompile"]
+    counts = plan_calls(lambda: cli.main(argv))
+    assert counts[2] == 0
+    return out, counts[:2]
+
+
+def test_the_command_lines_train_makes_one_plan(cli_run):
+    assert cli_run[1] == (1, 1)
+
+
+def test_a_library_train_makes_one_plan(tmp_path):
+    config = small_config(steps=80)
+    counts = plan_calls(lambda: dreamerjax.train(config, (0,), str(tmp_path / "run"),
+                                                 progress=False, report=False))
+    assert counts[:2] == (1, 1) and len(counts[2].records) == 1
+
+
+def test_info_makes_one_plan(capsys):
+    from dreamerjax.tools import cli
+
+    counts = plan_calls(lambda: cli.main(["info", "--tiny"]))
+    assert counts == (1, 1, 0), capsys.readouterr()
+    assert "Optimised variables:" in capsys.readouterr().out
+
+
+def test_eval_makes_one_plan(cli_run, tmp_path, capsys):
+    from dreamerjax.tools import cli
+
+    run, _ = cli_run
+    argv = ["eval", str(run), "--episodes", "1", "--checkpoint", "all", "--report"]
+    counts = plan_calls(lambda: cli.main(argv))
+    out = capsys.readouterr().out
+    assert counts == (1, 1, 0), out
+    assert len([line for line in out.splitlines() if line.startswith("{")]) == 2
+
+
+def test_export_and_load_policy_make_one_plan(cli_run, tmp_path, capsys):
+    from dreamerjax.tools import cli
+
+    run, _ = cli_run
+    file = tmp_path / "policy.npz"
+    assert plan_calls(lambda: cli.main(["export", str(run), "--out", str(file)])) == (1, 1, 0)
+    assert file.is_file()
+    checks, setups, policy = plan_calls(lambda: dreamerjax.load_policy(run))
+    assert (checks, setups) == (1, 1) and policy.seed == 0
+
+
+def test_the_preflight_builds_the_env_once_and_checks_devices_and_source_once(monkeypatch):
+    """`dreamerjax train`'s preflight and plan: the compiled env built once (by the
+    setup), the device counts and run.from_checkpoint's source checked once each."""
+    import types
+
+    from _counting import counting
+
+    from dreamerjax import envs
+    from dreamerjax.run import transfer
+    from dreamerjax.tools import cli
+
+    built = counting(monkeypatch, envs, "make_env")
+    counted = counting(monkeypatch, plan_lib, "_check_count")
+    sources = counting(monkeypatch, transfer, "check")
+    plan = cli.preflight(small_config(), (0,), types.SimpleNamespace(devices=1))
+    assert (len(built), len(counted), len(sources)) == (1, 1, 1)
+    assert plan.source is None and plan.seeds == (0,)
+
+
+def test_a_plan_for_other_seeds_keeps_the_checked_config_and_setup():
+    """`dreamerjax bench`'s other seed counts (plan.for_seeds): no second check of the
+    config nor setup, the decisions made for the new seeds (test_bench.py counts a whole
+    bench)."""
+    plan = plan_lib.make_plan(small_config(), (0,))
+    checks, setups, other = plan_calls(lambda: plan_lib.for_seeds(plan, (0, 1, 2)))
+    assert (checks, setups) == (0, 0)
+    assert other.setup.spaces is plan.setup.spaces and other.config is plan.config
+    assert other.seeds == (0, 1, 2) and other.seed_loop == plan.seed_loop
+    assert other.replay_bytes == 3 * plan.replay_bytes
+    with pytest.raises(ValueError, match="--devices 2 needs 2 devices"):
+        plan_lib.for_seeds(plan, (0, 1), devices=2)
+
+
+def test_the_precompile_child_makes_one_plan_of_what_the_parent_sends(tmp_path):
+    """The child (run/precompile.py, its own process) builds the run's plan from the spec
+    the parent sends it: one validate and one make_setup there. Run here as the child's
+    main runs it, into this session's cache (its settings put back after)."""
+    import jax
+
+    from dreamerjax.run import precompile
+
+    plan = plan_lib.make_plan(small_config(), (0,))
+    spec = precompile.child_spec(plan, False, jax.config.jax_compilation_cache_dir)
+    saved = {name: getattr(jax.config, name) for name in (
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes")}
+    try:
+        checks, setups, out = plan_calls(lambda: precompile.child(json.loads(json.dumps(spec))))
+    finally:
+        for name, value in saved.items():
+            jax.config.update(name, value)
+    assert (checks, setups) == (1, 1) and set(out["seconds"]) == {"init", "chunk", "eval"}

@@ -337,11 +337,13 @@ def _set_dotted(config: Config, sets: Sequence[str]) -> tuple[dict, dict]:
     return flat, origin
 
 
-def with_sets(config: Config, sets: Sequence[str]) -> Config:
+def with_sets(config: Config, sets: Sequence[str], check: bool = True) -> Config:
     """config with `--set KEY=VALUE` items applied in order (resolve's --set layer on a
-    given base, e.g. the bench's configuration), validated."""
+    given base, e.g. the bench's configuration), validated unless check=False (the bench's
+    run plan validates it)."""
     out = from_dotted(_set_dotted(config, sets)[0])
-    validate(out)
+    if check:
+        validate(out)
     return out
 
 
@@ -394,7 +396,7 @@ def from_mapping(updates: Mapping[str, Any], label: str = "config") -> Config:
 
 def make_config(env: str | None = None, *, size: str | None = None, tiny: bool = False,
                 configs: Sequence[str] = (), sets: Sequence[str] = (),
-                reference: str | None = None, **fields: Any) -> Config:
+                reference: str | None = None, check: bool = True, **fields: Any) -> Config:
     """The Config of a new run, resolved as `dreamerjax train` resolves its flags (resolve:
     defaults < configs < sets < the flags), validated; ConfigError naming the key.
 
@@ -410,7 +412,8 @@ def make_config(env: str | None = None, *, size: str | None = None, tiny: bool =
     report_every, twohot_mean, cnn_mults, cnn_minres, ...: FLAG_KEYS) and any other
     RunConfig field by name (batch_size, replay_capacity, seed_loop, ...), both last;
     a RunConfig field takes the value as the field holds it (batch_length counts the
-    trained rows, the dotted key `batch_length` the context row too).
+    trained rows, the dotted key `batch_length` the context row too). check=False leaves
+    the values' check to the run's plan (run/plan.make_plan), which makes it once.
     """
     flags = {name: value for name, value in fields.items() if name in FLAG_KEYS}
     run_fields = {name: value for name, value in fields.items() if name not in FLAG_KEYS}
@@ -420,7 +423,8 @@ def make_config(env: str | None = None, *, size: str | None = None, tiny: bool =
         raise TypeError(f"make_config() got an unknown field {unknown[0]!r}: give a flag "
                         f"({', '.join(FLAG_KEYS)}) or a RunConfig field")
     config, _ = resolve(configs, sets, size=size, tiny=tiny, env=env, run_fields=run_fields,
-                        reference=None if reference is None else str(reference), **flags)
+                        reference=None if reference is None else str(reference),
+                        check=check, **flags)
     return config
 
 

@@ -287,7 +287,7 @@ def _run(run: Run, resume: bool, loop: _Loop,
     else:
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
-        states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
+        states = transfer.load_into(states, run.trainer.plan)
         if run.config.run.replay_from:  # run.replay_from: rows before the first tick
             states = replay_dir.fill_states(states, run.trainer.setup, run.seeds)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)

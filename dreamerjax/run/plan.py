@@ -1,17 +1,23 @@
 """The plan of a run: everything decided about it before anything compiles, built once.
 
     make_plan(config, seeds, devices)
-      -> config/validate.validate(config, seeds)    the one check of the values
-      -> processes_config(config, processes)        the whole run of a per-process config
-                                                    (e3f0224 over several processes)
-      -> setup.make_setup(...)                      the env's spaces (a host env built
-                                                    once), the replay's capacity
+      -> run_setup(config, seeds)
+           -> config/validate.validate(config, seeds)    the one check of the values
+           -> processes_config(config, processes)        the whole run of a per-process
+                                                         config (e3f0224 over processes)
+           -> setup.make_setup(...)                      the env's spaces (the env built
+                                                         once), the replay's capacity
+      -> transfer.check                             run.from_checkpoint's source (Plan.source)
       -> check_devices, memory.check_replay         the devices and the replay's bytes
-      -> transfer.check                             run.from_checkpoint's source
       -> Plan: the seed strategy and the mesh
 
-The command line's preflight, driver.train, the precompile child, `dreamerjax bench` and
-the trainers take a Plan; none of them checks the config again.
+One plan per entry point: the command line's preflight (train), driver.train of a Config,
+`dreamerjax eval` (run/rundir.py), `dreamerjax bench` (for_seeds: its other seed counts
+from the first's plan) and the precompile child (from the parent's child_spec) make one;
+the trainers, transfer.load_into and the precompile child's compile take it and check
+nothing again. `dreamerjax info` and load_policy / `dreamerjax export`, which neither
+allocate a run's state nor use its devices, take its first part (run_setup, which is
+setup.checked_setup of the whole run): the config validated once, its setup built once.
 """
 
 from __future__ import annotations
@@ -22,9 +28,7 @@ import jax
 import numpy as np
 
 from dreamerjax.algo import fsdp as fsdp_lib
-from dreamerjax.config import validate as config_validate
 from dreamerjax.config.defaults import HEAD_REF, Config, data_devices, fsdp_devices
-from dreamerjax.config.keys import ConfigError
 from dreamerjax.run import loop, memory, streams, transfer
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
@@ -46,6 +50,8 @@ class Plan:
         resolved for the backend; seeds over several devices are vmapped on each).
     mesh: the run's devices as a mesh (run_mesh), None for one device.
     replay_bytes: the replay of every seed, checked against the memory free for it.
+    source: run.from_checkpoint's source checked (transfer.check; None when the key is
+        empty), which transfer.load_into loads into a fresh run.
     """
 
     config: Config
@@ -57,6 +63,7 @@ class Plan:
     seed_loop: str
     mesh: jax.sharding.Mesh | None
     replay_bytes: int
+    source: transfer.Source | None = None
 
     @property
     def host(self) -> bool:
@@ -67,17 +74,29 @@ class Plan:
 def make_plan(config: Config, seeds, devices: int = 1) -> Plan:
     """The plan of a run of `config` with `seeds` over `devices` groups of seeds: the
     config validated (ConfigError naming the key, after EnvError when its env id is
-    wrong too), the setup built (each env once), the
+    wrong too), the setup built (each env once), run.from_checkpoint's source checked, the
     devices and the replay's memory checked (ValueError naming the flag, MemoryError),
     before anything compiles or a directory changes."""
-    seeds = tuple(int(s) for s in seeds)
-    try:
-        config_validate.validate(config, seeds=seeds)
-    except ConfigError:
-        setup_lib.check_env(config)  # a wrong env id first (EnvError), then the values
-        raise
-    whole = processes_config(config, jax.process_count())
-    return plan_of_setup(setup_lib.make_setup(whole), seeds, devices, config)
+    setup = run_setup(config, seeds)
+    source = transfer.check(setup.config, setup.spaces)  # run.from_checkpoint's agent
+    return _decide(setup, seeds, devices, config, source)
+
+
+def run_setup(config: Config, seeds=None) -> Setup:
+    """The first part of a run's plan: `config` validated once (with `seeds` when given;
+    ConfigError naming the key, after EnvError when the env id is wrong too) and its setup
+    built once, of the whole run over this run's processes (processes_config)."""
+    return setup_lib.checked_setup(config, seeds,
+                                   processes_config(config, jax.process_count()))
+
+
+def for_seeds(plan: Plan, seeds, devices: int | None = None) -> Plan:
+    """The plan of the same run with other seeds (and groups of them; None: the plan's):
+    its config, setup and source as they are, the devices, replay memory, seed strategy
+    and mesh decided again for them (`dreamerjax bench`'s seed counts)."""
+    setup = loop.with_run(plan.setup, seed_loop=plan.config.run.seed_loop)
+    return _decide(setup, seeds, plan.devices if devices is None else devices, plan.config,
+                   plan.source)
 
 
 # The run.* fields that count rows of all envs together (run.steps, run.eval_every_rows,
@@ -111,10 +130,18 @@ def processes_config(config: Config, processes: int) -> Config:
 
 
 def plan_of_setup(setup: Setup, seeds, devices: int = 1, config: Config | None = None) -> Plan:
-    """The plan of a run whose setup is built (from a validated config): the checks that
-    follow from it (devices, replay memory), the seed strategy and the mesh. config: the
+    """The plan of a run whose setup is built (from a validated config): its
+    run.from_checkpoint source checked, then what follows from them (_decide). config: the
     config as given when the setup's is the whole run's (processes_config); None: the
     setup's."""
+    return _decide(setup, seeds, devices, config,
+                   transfer.check(setup.config, setup.spaces))
+
+
+def _decide(setup: Setup, seeds, devices: int, config: Config | None,
+            source: transfer.Source | None) -> Plan:
+    """The checks that follow from a built setup (log points, devices, replay memory), the
+    seed strategy and the mesh."""
     seeds = tuple(int(s) for s in seeds)
     config = setup.config if config is None else config
     spread = per_process(config, jax.process_count())
@@ -123,7 +150,6 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1, config: Config | None =
         raise ValueError(f"run.eval_every_rows: the run has {logs:,} log points; at most "
                          f"{streams.SPAN - 1:,} (run/streams.py)")
     check_devices(setup, len(seeds), devices, spread)
-    transfer.check(setup.config, setup.spaces)  # run.from_checkpoint: the source's agent
     if setup.run.offline and setup.host:
         raise ValueError(f"--offline: {setup.run.env} steps on the host; an offline run "
                          "trains with a compiled env (its evaluation plays it)")
@@ -142,7 +168,7 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1, config: Config | None =
                          "auto)")
     resolved = loop.with_run(setup, seed_loop=how) if how != setup.run.seed_loop else setup
     return Plan(config, resolved, seeds, devices, data, fsdp, loop.seed_loop(resolved),
-                run_mesh(devices, data, len(seeds), fsdp, spread), need)
+                run_mesh(devices, data, len(seeds), fsdp, spread), need, source)
 
 
 def check_devices(setup: Setup, num_seeds: int, devices: int, spread: bool = False) -> None:
@@ -205,8 +231,8 @@ def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1, spread: boo
     per seed ('data', loop.DATA_AXIS; only when > 1), as mesh_devices lays them out. With
     fsdp > 1 a seed's `data` devices are data / fsdp ('data') x fsdp ('fsdp',
     fsdp_lib.FSDP_AXIS), device (i, j) the one that is i * fsdp + j of the seed's plain
-    data devices. None for one device (and one process)."""
-    _check_count(devices, data, num_seeds, spread)
+    data devices. None for one device (and one process). The counts are the plan's,
+    checked there (check_devices)."""
     if devices * data <= 1:
         return None
     grid = mesh_devices(devices, data, spread)

@@ -283,7 +283,10 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     if found is None:
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
     index = found[0]
-    setup = setup_lib.make_setup(config)
+    try:  # the plan's first part: the run's config validated once, its setup built once
+        setup = setup_lib.checked_setup(config, seeds)
+    except configs.ConfigError as e:
+        raise PolicyError(f"{run_dir}: {e}") from e
     spaces = setup.spaces
     stacked = stacked_params(run_dir, index, config, spaces, len(seeds))
     params = jax.tree.map(lambda x: x[seeds.index(seed)], stacked)

@@ -28,6 +28,7 @@ time, so there the parent compiles (no child).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -82,13 +83,24 @@ def child(spec: dict) -> dict:
     # Store every program, small ones too: the parent reads whatever is there.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    # The parent's plan, made again in this process from the config it checked.
+    # The parent's plan, made once in this process from what child_spec sent.
     plan = plan_lib.make_plan(from_dict(spec["config"]), spec["seeds"], int(spec["devices"]))
     trainer = trainers.CompiledTrainer(plan)
     secs = compile_trainer(trainer, bool(spec.get("report", True)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": secs, "peak_rss_mib": peak,
             "env": {name: os.environ.get(name) for name in CHILD_ENV}}
+
+
+def child_spec(plan, report: bool, cache_dir: str) -> dict:
+    """What the child needs to make the parent's plan once in its own process (child):
+    the config, seeds and devices, without run.from_checkpoint (its source's agent is
+    loaded by the parent after init and changes no program, so the child does not read
+    the source again), whether to compile the report, and the cache to fill."""
+    run = dataclasses.replace(plan.config.run, from_checkpoint="", from_checkpoint_regex="")
+    config = dataclasses.replace(plan.config, run=run)
+    return {"config": config.to_dict(), "seeds": list(plan.seeds), "devices": plan.devices,
+            "report": bool(report), "cache_dir": str(cache_dir)}
 
 
 def child_env(parent: dict[str, str]) -> dict[str, str]:
@@ -108,8 +120,7 @@ def precompile(plan, report: bool = True, timeout: float | None = None) -> dict 
     if not cache_dir or plan.host or jax.process_count() > 1 or \
             jax.default_backend() in EXCLUSIVE_BACKENDS:
         return None
-    spec = {"config": plan.config.to_dict(), "seeds": list(plan.seeds),
-            "devices": plan.devices, "report": bool(report), "cache_dir": str(cache_dir)}
+    spec = child_spec(plan, report, cache_dir)
     t = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-m", "dreamerjax.run.precompile"],

@@ -20,21 +20,32 @@ from dreamerjax.run import checkpoint as ckpt
 from dreamerjax.run import outputs, records, streams
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import setup as setup_lib
-from dreamerjax.run.trainers import make_trainer
+from dreamerjax.run.trainers import Trainer, make_trainer
+
+
+def run_trainer(run_dir: str, episodes: int | None = None) -> Trainer:
+    """The trainer of a run directory's plan (its config.json and seeds; eval_episodes
+    replaced by `episodes` when given): the run's config validated and its setup built
+    once, for every evaluation, report and video of `dreamerjax eval`."""
+    config, seeds = records.read_run_config(run_dir)
+    if episodes is not None:
+        config = dataclasses.replace(
+            config, run=dataclasses.replace(config.run, eval_episodes=episodes))
+    return make_trainer(plan_lib.make_plan(config, seeds))
 
 
 def evaluate_run(run_dir: str, episodes: int, mode: bool = False,
-                 checkpoint: int | str = "latest") -> list[dict]:
+                 checkpoint: int | str = "latest", trainer: Trainer | None = None
+                 ) -> list[dict]:
     """Evaluate checkpoints of a run: one dict per checkpoint and seed, {'checkpoint',
     'rows', 'updates', 'seed', 'returns', 'mean'} (the evaluate_run key stream,
     run/streams.py: the same episodes' keys for every checkpoint). checkpoint: a kept
     checkpoint's index, 'latest' (the newest that verifies; a damaged newest one: the
-    previous, warned) or 'all' (every kept one, oldest first)."""
-    config, seeds = records.read_run_config(run_dir)
+    previous, warned) or 'all' (every kept one, oldest first). trainer: run_trainer's of
+    the run with `episodes` (None: made here)."""
     chosen = checkpoints_of(run_dir, checkpoint)
-    config = dataclasses.replace(
-        config, run=dataclasses.replace(config.run, eval_episodes=episodes))
-    trainer = make_trainer(plan_lib.make_plan(config, seeds))
+    trainer = run_trainer(run_dir, episodes) if trainer is None else trainer
+    config, seeds = trainer.plan.config, trainer.plan.seeds
     out = []
     for index in chosen:
         _, rows = checkpoint_evaluation(trainer, run_dir, index, config, seeds, seeds, mode)
@@ -103,15 +114,16 @@ def episode_summary(seed: int, returns: np.ndarray) -> dict:
 
 
 def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike | None = None,
-                   mode: bool = False) -> list:
+                   mode: bool = False, trainer: Trainer | None = None) -> list:
     """The latest checkpoint's open-loop report (run_dir/report) and a video of one
-    evaluation episode of the first seed; returns the files written."""
+    evaluation episode of the first seed; returns the files written. trainer: the run's
+    (run_trainer; None: made here)."""
     from dreamerjax.run import rollout as rollout_lib
     from dreamerjax.viz import report as report_lib
     from dreamerjax.viz import video as video_lib
 
-    config, seeds = records.read_run_config(run_dir)
-    trainer = make_trainer(plan_lib.make_plan(config, seeds))
+    config, seeds = records.read_run_config(run_dir)  # as it was trained (its outputs)
+    trainer = run_trainer(run_dir) if trainer is None else trainer
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
@@ -131,10 +143,11 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
     return written
 
 
-def describe(config: Config) -> dict[str, Any]:
-    """Parameter counts per module of a config's agent (no compile)."""
+def describe(setup: setup_lib.Setup) -> dict[str, Any]:
+    """Parameter counts per module of a setup's agent (no compile)."""
     from dreamerjax.algo import agent as agent_lib
-    setup = setup_lib.make_setup(config)
-    params = jax.eval_shape(
-        lambda k: agent_lib.init_params(k, config.agent, setup.spaces), jax.random.PRNGKey(0))
+
+    params = jax.eval_shape(lambda k: agent_lib.init_params(k, setup.config.agent,
+                                                            setup.spaces),
+                            jax.random.PRNGKey(0))
     return agent_lib.param_counts(params)

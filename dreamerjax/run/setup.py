@@ -69,6 +69,23 @@ class EnvError(ValueError):
     """The run's env id names no env that can be built here (check_env)."""
 
 
+def checked_setup(config: Config, seeds=None, whole: Config | None = None) -> Setup:
+    """The first part of a run's plan (run/plan.run_setup): `config` validated once
+    (config/validate.validate, with `seeds` when given; ConfigError naming the key, after
+    EnvError when the env id is wrong too), then the setup built once, of `whole` (the
+    whole run's config of a per-process one, plan.processes_config) when given."""
+    from dreamerjax.config import validate as config_validate
+    from dreamerjax.config.keys import ConfigError
+
+    seeds = None if seeds is None else tuple(int(s) for s in seeds)
+    try:
+        config_validate.validate(config, seeds=seeds)
+    except ConfigError:
+        check_env(config)  # a wrong env id first (EnvError), then the values
+        raise
+    return make_setup(config if whole is None else whole)
+
+
 def check_env(config: Config) -> None:
     """EnvError (one line) when the config's env id is wrong: a compiled env's spec is
     built (cheap); a host env's suite is checked for its packages, and a Gymnasium id is
@@ -97,8 +114,13 @@ def check_env(config: Config) -> None:
 def make_compiled_setup(config: Config) -> Setup:
     """The setup of a run whose env is written in JAX (make_setup chooses)."""
     run = config.run
-    spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
-                             **envs_lib.suite_options(config.env, run.env))
+    try:
+        spec = envs_lib.make_env(run.env, run.episode_limit, dict_obs=True,
+                                 **envs_lib.suite_options(config.env, run.env))
+    except envs_lib.MissingExtra:
+        raise
+    except ValueError as e:  # a wrong id: the command line names the flag (EnvError)
+        raise EnvError(f"--env {run.env!r}: {' '.join(str(e).split())}") from e
     spaces = envs_lib.spaces_of(spec, config.agent.enc_spaces, config.agent.dec_spaces)
     capacity = check_run(config, spaces)
     return Setup(config, spec, spaces, capacity, run.eval_every // run.num_envs)

@@ -6,12 +6,14 @@ saved (embodied/run/train.py:87-90 @e3f0224, `from_checkpoint_regex` selecting p
 names with re.match, embodied/jax/agent.py:373-380; embodied/run/train.py:98-100
 @29eb964), so a run that resumes keeps its own state. Here:
 
-    check(config, spaces)              -> Source    the plan's check (run/plan.py): the path,
-                                                    its latest verified checkpoint, the
-                                                    regex, the agent's shapes; ConfigError
-                                                    naming the key, before compiling
-    load_into(states, config, seeds, spaces)        a fresh run's state after init, with the
-                                                    selected parameters [seeds, ...] replaced
+    check(config, spaces)              -> Source    the plan's check (run/plan.py, kept as
+                                                    Plan.source): the path, its latest
+                                                    verified checkpoint, the regex, the
+                                                    agent's shapes; ConfigError naming the
+                                                    key, before compiling
+    load_into(states, plan)                         a fresh run's state after init, with the
+                                                    plan's source's selected parameters
+                                                    [seeds, ...] replaced
 
 What is carried, as the reference's agent carries it: with no regex the agent's whole
 state (parameters, slow critic, optimiser state, normalisers and the agent's update
@@ -167,13 +169,14 @@ def _agent_leaves(run_dir: Path, index: int, config: Config, spaces) -> tuple[st
     return tuple(names)
 
 
-def load_into(states, config: Config, seeds, spaces):
-    """`states` (a fresh run's SeedState, every leaf [seeds, ...]) with the source's
-    selected agent parameters in every seed (the module's docstring says which seed from
-    which); the rest as it was. The source is checked again (check)."""
+def load_into(states, plan):
+    """`states` (a fresh run's SeedState, every leaf [seeds, ...]) with the selected agent
+    parameters of the plan's source (run/plan.Plan.source, checked when the plan was made)
+    in every seed (the module's docstring says which seed from which); the rest as it
+    was."""
     from dreamerjax.run import policy as policy_lib
 
-    source = check(config, spaces)
+    source, config, seeds, spaces = plan.source, plan.config, plan.seeds, plan.setup.spaces
     if source is None:
         return states
     rows = np.array([source.seeds.index(s) if s in source.seeds else 0 for s in seeds])

@@ -318,7 +318,7 @@ class InfoArgs:
     (config key `reference`, docs/config.md)."""
 
     def validate(self) -> InfoArgs:
-        resolve_args(self)  # config_validate.validate, naming the flag or key
+        resolve_args(self, check=False)  # the layers; the values are checked by info's plan
         return self
 
 
@@ -574,13 +574,13 @@ class BenchArgs:
 
 
 def _check_bench_sets(sets: tuple[str, ...]) -> None:
-    """The --set items on the default config, checked before JAX starts (one line naming
-    the key)."""
+    """The --set items' keys and types on the default config, checked before JAX starts
+    (one line naming the key); their values are checked once, by the benched run's plan."""
     from dreamerjax.config import keys as configs
     from dreamerjax.config import resolve as config_resolve
     from dreamerjax.config.defaults import Config
     try:
-        config_resolve.with_sets(Config(), sets)
+        config_resolve.with_sets(Config(), sets, check=False)
     except configs.ConfigError as e:
         raise ArgumentError(config_line(e)) from e
 

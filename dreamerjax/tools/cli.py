@@ -146,9 +146,10 @@ def process_options(args) -> dict[str, bool]:
 
 def preflight(config, seeds, args):
     """What can be refused before the driver is imported and anything compiles: the
-    logger outputs' packages, the env id, then the run's plan (run/plan.make_plan: the
-    config's one check, the setup's, the devices' and the replay's memory). Returns the
-    plan; a config's error names the flag given (ArgumentError)."""
+    logger outputs' packages, the env's suite, then the run's plan (run/plan.make_plan:
+    the config's one check, the setup's with the env built once, the devices' and the
+    replay's memory). Returns the plan; a config's error names the flag given
+    (ArgumentError)."""
     from dreamerjax import envs
     from dreamerjax.config import keys as configs
     from dreamerjax.run import outputs
@@ -159,10 +160,11 @@ def preflight(config, seeds, args):
         outputs.check_installed(config)  # logger.outputs: the W&B / MLflow extra
     except outputs.OutputError as e:
         raise ArgumentError(str(e)) from e
-    try:
-        if envs.parse_env_id(config.run.env)[0].compiled:
-            envs.make_env(config.run.env)
-        else:  # host envs (gym_, atari_, ...): the plan's setup builds one
+    try:  # the suite and its packages; the env is built once, by the plan's setup
+        suite = envs.parse_env_id(config.run.env)[0]
+        if suite.compiled:
+            suite.load(config.run.env)
+        else:
             from dreamerjax.envs.host import base as host
             host.require_extra(config.run.env)
     except ValueError as e:
@@ -212,28 +214,30 @@ def _restore_signals(state: dict) -> None:
 
 def info_command(args: InfoArgs) -> int:
     from dreamerjax.config import docs_tables as config_docs
+    from dreamerjax.config.keys import ConfigError
     from dreamerjax.envs.registry import MissingExtra
-    from dreamerjax.run import rundir
+    from dreamerjax.run import memory, rundir
+    from dreamerjax.run import plan as plan_lib
     from dreamerjax.tools import accelerators
 
     error = accelerators.backend_error()
     if error is not None:  # JAX_PLATFORMS asks for a backend this machine does not have
         raise ValueError(error)
-    config, provenance = resolve_args(args)
-    print(config_docs.describe(config, provenance))
-    try:
-        counts = rundir.describe(config)
+    config, provenance = resolve_args(args, check=False)
+    try:  # the plan's first part: the config validated once, its setup built once
+        setup = plan_lib.run_setup(config)
+    except ConfigError as e:
+        raise ArgumentError(config_line(e, args)) from e
     except MissingExtra as e:
         # The resolved config is shown whatever the env; the networks need its spaces.
+        print(config_docs.describe(config, provenance))
         print(f"Networks not counted: {e}")
         return 0
+    print(config_docs.describe(config, provenance))
+    counts = rundir.describe(setup)
     print(f"Optimised variables: {counts.pop('total'):,}")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"{v:>12,}  {k}")
-    from dreamerjax.run import memory
-    from dreamerjax.run.setup import make_setup
-
-    setup = make_setup(config)
     have, where = (memory.host_available(), memory.HOST_WHERE) if (
         config.run.replay_memory == "host") else memory.available()
     print(f"{memory.describe(setup, 1)} per seed ({memory.fmt(have)} {where})")
@@ -254,9 +258,10 @@ def eval_command(args: EvalArgs) -> int:
 
     if args.run_dir.is_file():  # an exported policy (validate refused what it lacks)
         return _eval_policy_file(args)
-    try:
+    try:  # the run's plan and trainer, made once for its evaluation, report and video
+        trainer = rundir.run_trainer(str(args.run_dir), args.episodes)
         rows = rundir.evaluate_run(str(args.run_dir), args.episodes, mode=args.mode == "mode",
-                                   checkpoint=args.checkpoint)
+                                   checkpoint=args.checkpoint, trainer=trainer)
     except ValueError as e:  # "checkpoint K: ..." names the flag that chose it
         message = str(e)
         raise ArgumentError(f"--{message}" if message.startswith("checkpoint ") else message
@@ -271,7 +276,8 @@ def eval_command(args: EvalArgs) -> int:
         print(f"wrote {plots.plot_curves(curve, args.plot)}")
     if args.report or args.video is not None:
         for path in rundir.eval_artifacts(str(args.run_dir), report=args.report,
-                                          video=args.video, mode=args.mode == "mode"):
+                                          video=args.video, mode=args.mode == "mode",
+                                          trainer=trainer):
             print(f"wrote {path}")
     return 0
 

@@ -114,10 +114,10 @@ def compile_worker(cache: str, config: dict, seed_counts: list[int]) -> dict:
     hits = []
     jax.monitoring.register_event_listener(
         lambda event, **_: hits.append(1) if event.endswith("/cache_hits") else None)
-    out = {}
-    for n in seed_counts:
+    out, plan = {}, None
+    for n in seed_counts:  # the config checked once, by the first count's plan
         before = len(hits)
-        _, trainer = make_trainer(from_dict(config), n)
+        plan, trainer = make_trainer(from_dict(config), n, like=plan)
         _, secs = compile_trainer_chunk(trainer)
         out[str(n)] = dict(secs, cache_hits=len(hits) - before)
     return out
@@ -178,9 +178,9 @@ def point_config(opts: Options, size: str, dtype: str | None = None):
     from dreamerjax.config.resolve import make_config
     sets = (*opts.set, *((f"jax.compute_dtype={dtype}",) if dtype else ()))
 
-    def config_of(**fields):
-        config = make_config(ENV, size=size, tiny=opts.tiny, **fields)
-        return config_resolve.with_sets(config, sets) if sets else config
+    def config_of(**fields):  # checked once, by the point's plan (make_trainer)
+        config = make_config(ENV, size=size, tiny=opts.tiny, check=False, **fields)
+        return config_resolve.with_sets(config, sets, check=False) if sets else config
 
     base = config_of()
     if base.run.replay_memory != "device":  # its states are made on the device
@@ -249,26 +249,32 @@ def program_bytes(compiled) -> int | None:
                + m.temp_size_in_bytes)
 
 
-def make_trainer(config, num_seeds: int):
-    """The run's plan (seeds 0 ... n - 1, one device) and trainer, as `train` makes them."""
+def make_trainer(config, num_seeds: int, like=None):
+    """The run's plan (seeds 0 ... n - 1, one device) and trainer, as `train` makes them.
+    like: the plan of the same config for another number of seeds (None: the config's
+    plan made here); its checked config and built setup are taken (plan.for_seeds)."""
     from dreamerjax.run import plan as plan_lib
     from dreamerjax.run import trainers
-    plan = plan_lib.make_plan(config, tuple(range(num_seeds)))
+    seeds = tuple(range(num_seeds))
+    plan = plan_lib.make_plan(config, seeds) if like is None else \
+        plan_lib.for_seeds(like, seeds)
     return plan, trainers.make_trainer(plan)
 
 
-def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int) -> dict:
+def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int,
+                  like=None) -> dict:
     """One configuration timed through the run's own trainer: its chunk and init compiled
     in this process (timed), the run's state initialised from the seeds' train keys, the
     chunks before the gate (acting alone) and after it (acting and the updates the
     schedule owes) called as `train` calls them, each timed to block_until_ready.
     Raises DoesNotFit before allocating when the state or the compiled chunk exceeds the
-    memory free on the device."""
+    memory free on the device. like: the plan of this size and dtype for another number
+    of seeds (the result's `_plan`), so that a bench checks its config once."""
     import jax
 
     from dreamerjax.run import memory
     config, layout = point_config(opts, size, dtype)
-    plan, trainer = make_trainer(config, num_seeds)
+    plan, trainer = make_trainer(config, num_seeds, like)
     have, where = memory.available()
     mem = {"state_bytes": tree_bytes(trainer.abstract_state()), "available_bytes": have,
            "available_where": where}
@@ -309,5 +315,5 @@ def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int) -
         "acting_rows_per_s": (float(np.median([rows / c["seconds"] for c in acting]))
                               if acting else None),
         "compile_seconds": secs, "compiled_while_timed": compiled_while_timed,
-        "memory": mem, "_setup": plan.setup,
+        "memory": mem, "_setup": plan.setup, "_plan": plan,
     }

@@ -54,6 +54,7 @@ def run_sweep(opts: Options) -> int:
     info = machine()
     done, started = read_sweep(opts.out)
     flops_of: dict = {}
+    plans: dict = {}  # (size, dtype) -> its plan, for its other seed counts
     too_big: set = set()
     head = {"platform": info["backend"], "device_kind": info["device"], "jax": info["jax"]}
 
@@ -85,7 +86,9 @@ def run_sweep(opts: Options) -> int:
             continue
         emit({**key, "status": "started"})
         try:
-            point = measure_point(opts, SIZE if opts.tiny else size, dtype, n)
+            point = measure_point(opts, SIZE if opts.tiny else size, dtype, n,
+                                  like=plans.get((size, dtype)))
+            plans[size, dtype] = point.pop("_plan")  # its config checked once
             setup = point.pop("_setup")
             if (size, dtype) not in flops_of:
                 flops_of[size, dtype] = update_flops(setup)

@@ -52,13 +52,15 @@ def run_bench(opts: Options) -> dict:
                    compile_by_seeds={"cold": _strip(cold), "warm": _strip(warm)},
                    compile_peak_rss_mib=warm["children_peak_rss_mib"])
     info = machine()
-    points, rss = {}, {}
-    for n in counts:
-        points[str(n)] = measure_point(opts, opts.size, None, n)
+    points, rss, plan = {}, {}, None
+    for n in counts:  # one plan: the first count's, for every other count (plan.for_seeds)
+        points[str(n)] = measure_point(opts, opts.size, None, n, like=plan)
+        plan = points[str(n)]["_plan"]
         rss[str(n)] = _rss_mib()  # cumulative: the process's peak so far
-    setup = points[str(counts[0])].pop("_setup")
+    setup = points[str(counts[0])]["_setup"]
     for p in points.values():
         p.pop("_setup", None)
+        p.pop("_plan", None)
     flops, source = update_flops(setup)
     points = {n: with_flops(p, flops, source, info["device"]) for n, p in points.items()}
     first = points[str(counts[0])]
