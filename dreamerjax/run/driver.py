@@ -42,10 +42,11 @@ from dreamerjax.run import resume as resume_lib
 from dreamerjax.run.callbacks import Callback, LogPoint, as_callbacks
 from dreamerjax.run.guard import NonFiniteLoss, StopRequest, guarded
 from dreamerjax.run.plan import Plan
+from dreamerjax.run.processes import to_host
 from dreamerjax.run.report import should_report, write_report
 from dreamerjax.run.result import TrainResult, params_by_seed
 from dreamerjax.run.setup import SeedState
-from dreamerjax.run.trainers import Trainer, make_trainer, to_host
+from dreamerjax.run.trainers import Trainer, make_trainer
 
 # ----------------------------------------------------------------------------- driver
 
