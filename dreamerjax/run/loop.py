@@ -46,17 +46,8 @@ def updates_per_tick(setup: Setup) -> np.ndarray:
     return np.asarray(owed(ticks), np.int32)
 
 
-def example_batch(setup: Setup) -> dict:
-    """ShapeDtypeStructs of one training batch."""
-    rssm = setup.config.agent.rssm
-    return schema.batch_spec(setup.spaces, rssm.deter, rssm.stoch, setup.run.batch_size,
-                             setup.window_length)
-
-
-# The update, traced once per process for a config: metric_names traces it for the names
-# and the chunk calls the same jitted function, whose trace JAX keeps for the same static
-# (config, spaces) and argument shapes. inline=True puts its ops into the chunk as they are
-# (the chunk's program text is unchanged: no call boundary).
+# The update as a jitted function: inline=True puts its ops into the chunk as they are (the
+# chunk's program text is unchanged: no call boundary).
 _update = jax.jit(agent_lib.update, static_argnums=(1, 2, 5, 6), inline=True)
 
 
@@ -115,12 +106,8 @@ def reduce_metrics(mets: dict, axis: str | None) -> dict:
 
 
 def metric_names(setup: Setup) -> tuple[str, ...]:
-    """Metric names of one update, found by tracing (no compile)."""
-    state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
-                           jax.random.PRNGKey(0))
-    _, _, mets = jax.eval_shape(_update, state, setup.config.agent, setup.spaces,
-                                example_batch(setup), jax.random.PRNGKey(0), None)
-    return tuple(sorted(mets))
+    """Metric names of one update (agent.metric_names: from the config, nothing traced)."""
+    return agent_lib.metric_names(setup.config.agent, setup.spaces)
 
 
 # ----------------------------------------------------------------------------- per seed
