@@ -140,7 +140,6 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
 
 
 
-@guarded
 def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = False,
           devices: int | None = None, progress: bool = True,
           compile_cache: bool | str | os.PathLike | None = None,
@@ -175,58 +174,59 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = 
     Config's plan is made here. The plan is where the config is validated, once.
     devices: the groups of seeds of a Config's run (default 1); a Plan has its own.
     """
-    seeds = tuple(int(s) for s in seeds)
-    callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
-    # before a precompile child or a logger starts, nothing allocated
-    plan = plan_of(config, seeds, devices)
-    config, setup = plan.config, plan.setup
-    if resume:  # another device layout than the run's, refused before anything compiles
-        ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
-    done = ckpt.complete_rows(out, setup.run.steps) if resume else None
-    if done is not None and jax.process_index() == 0:  # said at once; the call returns
-        print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
-              f"nothing to train; to train on, resume it with a larger steps, e.g. "
-              f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
-    # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
-    loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
-    # Started, they run until closed: any failure from here on (the precompile child, the
-    # trainer's compile, a log interval, the plots) ends them as failed, not left running.
-    primary = jax.process_index() == 0
-    # A line now and then while the programs compile and each chunk runs, where no bar is.
-    heartbeat = host_time.Heartbeat(status.HEARTBEAT_S, progress and primary
-                                    and not sys.stderr.isatty())
-    with outputs.closed_on_error(loggers), heartbeat:
-        precompile_lib.enable_compile_cache(compile_cache)
-        if progress and primary:  # at once, before the compile's minutes
-            print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
-                  f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
-                  "training to the first (a line at every log point)", file=sys.stderr,
-                  flush=True)
-        heartbeat.say("compiling")
-        if precompile and compile_cache:  # XLA's compile peak paid in a child process
-            heartbeat.say("compiling the run's programs in a child process")
-            precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
-        run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
-                  primary=primary)
-        # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
-        os.makedirs(os.path.realpath(out), exist_ok=True)
-        loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
-                     report, stop or StopRequest(), malloc_trim, host_time.Phases(),
-                     tuple(loggers), target_return, heartbeat)
-        with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
-                host_time.CompileClock() as clock:
-            written, params = _run(run, resume, loop, clock)
-        if run.primary:
-            with loop.phases("plots"):
-                records.plot_run(out)
-            if progress and written:
-                print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
-    outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
-    ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
-    from dreamerjax.run.policy import env_actions_of
+    with guarded(out, resume):  # the run directory's lock, failed writes, NaNs
+        seeds = tuple(int(s) for s in seeds)
+        callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
+        # before a precompile child or a logger starts, nothing allocated
+        plan = plan_of(config, seeds, devices)
+        config, setup = plan.config, plan.setup
+        if resume:  # another device layout than the run's, refused before anything compiles
+            ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
+        done = ckpt.complete_rows(out, setup.run.steps) if resume else None
+        if done is not None and jax.process_index() == 0:  # said at once; the call returns
+            print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
+                  f"nothing to train; to train on, resume it with a larger steps, e.g. "
+                  f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
+        # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
+        loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
+        # Started, they run until closed: any failure from here on (the precompile child, the
+        # trainer's compile, a log interval, the plots) ends them as failed, not left running.
+        primary = jax.process_index() == 0
+        # A line now and then while the programs compile and each chunk runs, where no bar is.
+        heartbeat = host_time.Heartbeat(status.HEARTBEAT_S, progress and primary
+                                        and not sys.stderr.isatty())
+        with outputs.closed_on_error(loggers), heartbeat:
+            precompile_lib.enable_compile_cache(compile_cache)
+            if progress and primary:  # at once, before the compile's minutes
+                print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
+                      f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
+                      "training to the first (a line at every log point)", file=sys.stderr,
+                      flush=True)
+            heartbeat.say("compiling")
+            if precompile and compile_cache:  # XLA's compile peak paid in a child process
+                heartbeat.say("compiling the run's programs in a child process")
+                precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
+            run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
+                      primary=primary)
+            # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
+            os.makedirs(os.path.realpath(out), exist_ok=True)
+            loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
+                         report, stop or StopRequest(), malloc_trim, host_time.Phases(),
+                         tuple(loggers), target_return, heartbeat)
+            with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
+                    host_time.CompileClock() as clock:
+                written, params = _run(run, resume, loop, clock)
+            if run.primary:
+                with loop.phases("plots"):
+                    records.plot_run(out)
+                if progress and written:
+                    print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
+        outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
+        ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
+        from dreamerjax.run.policy import env_actions_of
 
-    return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
-                       setup.spaces, env_actions_of(config, setup))
+        return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
+                           setup.spaces, env_actions_of(config, setup))
 
 
 def plan_of(config: Config | Plan, seeds: tuple[int, ...], devices: int | None) -> Plan:

@@ -11,6 +11,7 @@ these (through run/trainers.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -165,15 +166,21 @@ def with_run(setup: Setup, **changes) -> Setup:
     return dataclasses.replace(setup, config=config)
 
 
-def over_seeds(setup: Setup, fn, *args):
-    """fn applied to each seed's slice of args (leading seed axis), as run.seed_loop says:
-    vmapped into one batched program, or one seed after another (lax.map) inside it. Each
-    seed's numbers are its own either way; only the program's layout differs. Under
+def seeds_map(setup: Setup, fn):
+    """fn of one seed's state -> fn of every seed's (a leading seed axis), as run.seed_loop
+    says: vmapped into one batched program, or one seed after another (lax.map) inside it.
+    Each seed's numbers are its own either way; only the program's layout differs. Under
     "threads" a program that holds several seeds maps them (the trainer runs its chunk one
     seed per program)."""
     if seed_loop(setup) in ("map", "threads"):
-        return jax.lax.map(lambda a: fn(*a), args)
-    return jax.vmap(fn)(*args)
+        return functools.partial(jax.lax.map, fn)
+    return jax.vmap(fn)
+
+
+def over_seeds(setup: Setup, fn, *args):
+    """fn applied to each seed's slice of args (leading seed axis), mapped as seeds_map
+    maps a function of one argument."""
+    return seeds_map(setup, lambda a: fn(*a))(args)
 
 
 def train_once(setup: Setup, s: SeedState) -> SeedState:
@@ -205,11 +212,12 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
     [ticks] is the number of updates due after each tick (shared by all seeds, so the update
     loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
 
+    act = seeds_map(setup, functools.partial(act_and_store, setup))
+    train = seeds_map(setup, functools.partial(train_once, setup))
+
     def tick(states, n):
-        states, ends = over_seeds(setup, lambda s: act_and_store(setup, s), states)
-        states = jax.lax.fori_loop(
-            0, n, lambda _, st: over_seeds(setup, lambda s: train_once(setup, s), st),
-            states)
+        states, ends = act(states)
+        states = jax.lax.fori_loop(0, n, lambda _, st: train(st), states)
         return states, ends
 
     return jax.lax.scan(tick, states, updates_due)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import time
 import weakref
@@ -234,9 +235,7 @@ class CompiledTrainer(_Shared):
         mesh, so every device keeps its own seeds through the whole chunk. Data-parallel
         seeds: run_chunk runs per device (shard_map) on its envs, replay and part of each
         batch, and the update averages the gradients over the data axis."""
-        def chunk(st, due):
-            return loop.run_chunk(setup, st, due)
-
+        chunk = functools.partial(loop.run_chunk, setup)  # (states, due) -> (states, ends)
         if self.host_replay:
             return self._host_replay_chunk(chunk)
         if self.mesh is None:

@@ -88,6 +88,9 @@ def plan_of_args(args: TrainArgs):
 def train_command(args: TrainArgs) -> int:
     import json
 
+    if args.distributed:  # before the driver's imports start a JAX backend
+        from dreamerjax.run import distributed
+        distributed.start(args.coordinator, args.num_processes, args.process_id)
     plan = plan_of_args(args)
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
@@ -372,39 +375,28 @@ def merge_command(args: MergeArgs) -> int:
     return 0
 
 
-def run(args: Any) -> int:
-    """Validate parsed arguments and run their subcommand; returns the exit status."""
-    args = args.validate()
-    if isinstance(args, TrainArgs):
-        if args.distributed:  # before the driver's imports start a JAX backend
-            from dreamerjax.run import distributed
-            distributed.start(args.coordinator, args.num_processes, args.process_id)
-        return train_command(args)
-    if isinstance(args, EvalArgs):
-        return eval_command(args)
-    if isinstance(args, InfoArgs):
-        return info_command(args)
-    if isinstance(args, ExportArgs):
-        return export_command(args)
-    if isinstance(args, ParityArgs):
-        from dreamerjax.tools.parity import main_parity
-        return _code(main_parity(str(args.directory), args.strict))
-    if isinstance(args, CompareArgs):
-        from dreamerjax.tools.protocol import compare_main
-        return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
-                                  _str_or_none(args.out), seeds=None, smoke=args.smoke))
-    if isinstance(args, SummaryArgs):
-        return summary_command(args)
-    if isinstance(args, MergeArgs):
-        return merge_command(args)
-    if isinstance(args, BenchArgs):
-        from dreamerjax.tools import bench
-        return _code(bench.main(args))
-    if isinstance(args, DemoArgs):
-        return _demo(args)
-    if isinstance(args, EnvsArgs):
-        return envs_command(args)
-    raise TypeError(f"unknown command {type(args).__name__}")
+def parity_command(args: ParityArgs) -> int:
+    from dreamerjax.tools.parity import main_parity
+    return _code(main_parity(str(args.directory), args.strict))
+
+
+def compare_command(args: CompareArgs) -> int:
+    from dreamerjax.tools.protocol import compare_main
+    return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
+                              _str_or_none(args.out), seeds=None, smoke=args.smoke))
+
+
+def bench_command(args: BenchArgs) -> int:
+    from dreamerjax.tools import bench
+    return _code(bench.main(args))
+
+
+# Each subcommand's validated arguments -> the function that runs it (main calls it).
+COMMANDS = {TrainArgs: train_command, EvalArgs: eval_command, InfoArgs: info_command,
+            ExportArgs: export_command, ParityArgs: parity_command,
+            CompareArgs: compare_command, SummaryArgs: summary_command,
+            MergeArgs: merge_command, BenchArgs: bench_command, DemoArgs: _demo,
+            EnvsArgs: envs_command}
 
 
 def parse(argv: Sequence[str] | None = None) -> Any:
@@ -474,7 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if imports:  # after the XLA options: a module may start JAX's backend
             from dreamerjax.run import api
             api.imported_modules(imports)
-        return run(args)
+        args = args.validate()
+        return COMMANDS[type(args)](args)
     except ArgumentError as e:
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
         return 2
