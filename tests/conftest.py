@@ -99,7 +99,7 @@ SLOW_FIRST = (
 SHARED_PROGRAMS = {
     "small_cartpole": ("test_reliability.py", "test_driver.py", "test_devices.py",
                        "test_policy.py", "test_outputs.py", "test_precompile.py",
-                       "test_reliability_memory.py", "test_api.py"),
+                       "test_reliability_memory.py", "test_api.py", "test_call_path.py"),
 }
 GROUP_OF = {module: group for group, modules in SHARED_PROGRAMS.items() for module in modules}
 
