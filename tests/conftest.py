@@ -146,5 +146,5 @@ def small_whole_run(tmp_path_factory):
     from dreamerjax.run import driver
 
     out = tmp_path_factory.mktemp("small_whole_run") / "run"
-    driver.train(small_config(), (0, 1), str(out), progress=False, compile_cache=False)
+    driver.train(small_config(), (0, 1), str(out), progress=False)
     return out

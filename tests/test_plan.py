@@ -44,7 +44,7 @@ def test_a_library_train_validates_its_config_once(tmp_path):
     out = tmp_path / "run"
     result = []
     calls = _validations(lambda: result.append(dreamerjax.train(
-        config, (0,), str(out), progress=False, compile_cache=False, report=False)))
+        config, (0,), str(out), progress=False, report=False)))
     assert len(result[0].records) == 1
     assert len(calls) == 1, calls
 

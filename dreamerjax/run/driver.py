@@ -45,6 +45,7 @@ from dreamerjax.run.plan import Plan
 from dreamerjax.run.processes import to_host
 from dreamerjax.run.report import should_report, write_report
 from dreamerjax.run.result import TrainResult, params_by_seed
+from dreamerjax.run.settings import Settings
 from dreamerjax.run.setup import SeedState
 from dreamerjax.run.trainers import Trainer, make_trainer
 
@@ -140,40 +141,34 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
 
 
 
-def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = False,
-          devices: int | None = None, progress: bool = True,
-          compile_cache: bool | str | os.PathLike | None = None,
-          stop_after_rows: int | None = None, callbacks: Sequence[Callback | Any] = (),
-          tensorboard: bool = True, report: bool = True, precompile: bool = False,
-          malloc_trim: bool = False, stop: StopRequest | None = None,
-          target_return: float | None = None) -> TrainResult:
+def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool = False,
+          devices: int | None = None, callbacks: Sequence[Callback | Any] = (),
+          progress: bool = True, tensorboard: bool = True, report: bool = True,
+          stop_after_rows: int | None = None, target_return: float | None = None,
+          settings: Settings | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
-
-    callbacks: observers called at each log point, before its records are written: a
-    function of the LogPoint, or a Callback whose state the checkpoint keeps.
-    report: write the world model's open-loop report at each log point (viz/report.py).
-    stop: a StopRequest that asks the run to stop at its next safe point (the CLI's
-    SIGTERM / SIGINT handler holds one). stop_after_rows ends the call early at that log
-    point (as an interruption would), leaving a checkpoint to resume from. target_return
-    ends it at the first log point where every seed's evaluation mean reaches that return,
-    with that point's checkpoint and open-loop report (a run trained "until solved").
-
-    What it changes in this process, each only when asked (the command line asks for
-    all three; dreamerjax.cli_settings() gives the same): compile_cache, a directory (True:
-    the command line's, ~/.cache/dreamerjax/jax), points jax.config's persistent
-    compilation cache there (None, the default, leaves jax.config alone);
-    precompile=True first compiles the run's programs in a child process (precompile.py;
-    needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
-    hands glibc's freed heap back after compiles and before each chunk. Neither changes a
-    number of the run.
 
     config: the run's Config, or its Plan (run/plan.make_plan of a config, the seeds and
     the devices) when the caller made it already (the command line's preflight does); a
     Config's plan is made here. The plan is where the config is validated, once.
     devices: the groups of seeds of a Config's run (default 1); a Plan has its own.
+    callbacks: observers called at each log point, before its records are written: a
+    function of the LogPoint, or a Callback whose state the checkpoint keeps.
+    progress: the status line of each log point (and a progress bar) on stderr.
+    tensorboard: TensorBoard scalars beside the records. report: write the world
+    model's open-loop report at its log points (viz/report.py).
+    stop_after_rows ends the call early at that log point (as an interruption would),
+    leaving a checkpoint to resume from. target_return ends it at the first log point
+    where every seed's evaluation mean reaches that return, with that point's checkpoint
+    and open-loop report (a run trained "until solved").
+
+    settings: what the call may change in its process (the compilation cache, a
+    precompile child, malloc_trim) and a StopRequest (run/settings.Settings); None, the
+    default, changes nothing. dreamerjax.cli_settings() gives the command line's.
     """
+    settings = settings or Settings()
     with guarded(out, resume):  # the run directory's lock, failed writes, NaNs
         seeds = tuple(int(s) for s in seeds)
         callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
@@ -196,14 +191,14 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = 
         heartbeat = host_time.Heartbeat(status.HEARTBEAT_S, progress and primary
                                         and not sys.stderr.isatty())
         with outputs.closed_on_error(loggers), heartbeat:
-            precompile_lib.enable_compile_cache(compile_cache)
+            precompile_lib.enable_compile_cache(settings.compile_cache)
             if progress and primary:  # at once, before the compile's minutes
                 print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
                       f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
                       "training to the first (a line at every log point)", file=sys.stderr,
                       flush=True)
             heartbeat.say("compiling")
-            if precompile and compile_cache:  # XLA's compile peak paid in a child process
+            if settings.precompile and settings.compile_cache:  # the compile peak in a child
                 heartbeat.say("compiling the run's programs in a child process")
                 precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
             run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
@@ -211,9 +206,11 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = 
             # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
             os.makedirs(os.path.realpath(out), exist_ok=True)
             loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
-                         report, stop or StopRequest(), malloc_trim, host_time.Phases(),
+                         report, settings.stop or StopRequest(), settings.malloc_trim,
+                         host_time.Phases(),
                          tuple(loggers), target_return, heartbeat)
-            with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
+            with precompile_lib.trimming(settings.malloc_trim), \
+                    contextlib.closing(run.trainer), \
                     host_time.CompileClock() as clock:
                 written, params = _run(run, resume, loop, clock)
             if run.primary:

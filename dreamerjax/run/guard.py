@@ -20,7 +20,7 @@ class StopRequest:
     """Asks a running train() to stop at its next safe point: after the current log
     point's records and its checkpoint (saved then even off the checkpoint_every
     schedule). `request` is safe from a signal handler (the CLI's SIGTERM / SIGINT) or a
-    callback; give the same object to train(stop=...)."""
+    callback; give the same object to train (run/settings.Settings(stop=...))."""
 
     def __init__(self) -> None:
         self.reasons: list[str] = []

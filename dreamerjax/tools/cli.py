@@ -95,6 +95,7 @@ def train_command(args: TrainArgs) -> int:
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
     from dreamerjax.run import checkpoint, driver, guard
+    from dreamerjax.run.settings import Settings
 
     if resume:
         rows = checkpoint.complete_rows(out, plan.setup.run.steps)
@@ -108,10 +109,10 @@ def train_command(args: TrainArgs) -> int:
     stop = guard.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
-        recs = driver.train(plan, seeds, out, resume=resume,
-                            compile_cache=not args.no_compile_cache,
-                            stop=stop, target_return=args.target_return,
-                            **process_options(args)).records
+        settings = Settings(compile_cache=not args.no_compile_cache, stop=stop,
+                            **process_options(args))
+        recs = driver.train(plan, seeds, out, resume=resume, settings=settings,
+                            target_return=args.target_return).records
     finally:
         _restore_signals(signals)
     if recs:
@@ -140,7 +141,7 @@ def opted_in(args, name: str) -> bool:
 
 
 def process_options(args) -> dict[str, bool]:
-    """driver.train's precompile and malloc_trim for this command."""
+    """The precompile and malloc_trim of this command's Settings (run/settings.py)."""
     return {name: opted_in(args, name) for name in ("precompile", "malloc_trim")}
 
 
