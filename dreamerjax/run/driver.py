@@ -302,7 +302,12 @@ def _run(run: Run, resume: bool, loop: _Loop,
             if loop.heartbeat is not None:
                 loop.heartbeat.say(f"{'compiling and t' if not written else 'T'}raining to "
                                    f"row {(log_index + 1) * run_cfg.eval_every:,}")
-            states, point = _interval(run, states, log_index, writer, t0, loop)
+            if loop.malloc_trim:  # glibc's freed heap back before the update's buffers
+                precompile_lib.malloc_trim()
+            with loop.phases("chunk"):  # the interval's ticks
+                states, ends = run.trainer.chunk(states, log_index)
+                jax.block_until_ready((states.updates, ends))
+            states, point = _at_log_point(run, states, ends, log_index, writer, t0, loop)
             written += point.records
             # the interval's updates over its time less what it spent compiling (the first
             # interval's chunk, evaluation and report programs)
@@ -322,16 +327,11 @@ def _run(run: Run, resume: bool, loop: _Loop,
     return written, states.agent.params
 
 
-def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
-              loop: _Loop) -> tuple[SeedState, LogPoint]:
-    """One log interval: its chunk of ticks, then the log point's evaluation, callbacks,
-    records, report and checkpoint."""
-    if loop.malloc_trim:
-        precompile_lib.malloc_trim()  # glibc's freed heap back before the update's buffers
+def _at_log_point(run: Run, states: SeedState, ends, log_index: int, writer, t0: float,
+                  loop: _Loop) -> tuple[SeedState, LogPoint]:
+    """The log point after a log interval's chunk (states, its episode ends): the
+    evaluation, callbacks, records, report and checkpoint."""
     phases = loop.phases
-    with phases("chunk"):
-        states, ends = run.trainer.chunk(states, log_index)
-        jax.block_until_ready((states.updates, ends))
     with phases("evaluate"):
         point, host = log_point(run, states, ends, log_index)
     with phases("callbacks"):
