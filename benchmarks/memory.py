@@ -20,7 +20,7 @@ data), so its compile and its per-update temporaries are the run's.
 Cases: cold (empty cache, DREAMERJAX_PRECOMPILE=0: the training process compiles, as
 before precompile existed), warm (the cache cold filled, DREAMERJAX_PRECOMPILE=0),
 precompile (empty cache, the child compiles, the training process loads, glibc's heap
-trimmed after each load and before each chunk: precompile.trimming, driver._interval).
+trimmed after each load and before each chunk: precompile.trimming, driver._run).
 Suffixes: `+notrim` sets
 DREAMERJAX_MALLOC_TRIM=0, `+arena2` MALLOC_ARENA_MAX=2, `+trim` (for cold and warm)
 calls malloc_trim(0) after every compile in the worker.

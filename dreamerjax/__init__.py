@@ -9,8 +9,8 @@
     env_id = dreamerjax.register_env("Corridor-v0", Corridor)  # Gymnasium or dreamerjax.JaxEnv
 
 Importing the package changes nothing in the process, and neither does `train` unless
-asked: `train(..., **dreamerjax.cli_settings())`, called before JAX starts, sets up the
-process as the command line does (XLA:CPU option, compilation cache, precompile child,
+asked: `train(..., settings=dreamerjax.cli_settings())`, called before JAX starts, sets up
+the process as the command line does (XLA:CPU option, compilation cache, precompile child,
 malloc trim).
 """
 
@@ -24,6 +24,7 @@ _API = {
     "Callback": "dreamerjax.run.callbacks",
     "LogPoint": "dreamerjax.run.callbacks",
     "StopRequest": "dreamerjax.run.guard",
+    "Settings": "dreamerjax.run.settings",
     "make_config": "dreamerjax.run.api",
     "Reference": "dreamerjax.config.defaults",
     "load_policy": "dreamerjax.run.policy",

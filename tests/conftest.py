@@ -100,7 +100,7 @@ SHARED_PROGRAMS = {
     "small_cartpole": ("test_reliability.py", "test_driver.py", "test_devices.py",
                        "test_policy.py", "test_outputs.py", "test_precompile.py",
                        "test_reliability_memory.py", "test_api.py", "test_videos.py",
-                       "test_plan.py"),
+                       "test_plan.py", "test_call_path.py"),
 }
 GROUP_OF = {module: group for group, modules in SHARED_PROGRAMS.items() for module in modules}
 
@@ -147,5 +147,5 @@ def small_whole_run(tmp_path_factory):
     from dreamerjax.run import driver
 
     out = tmp_path_factory.mktemp("small_whole_run") / "run"
-    driver.train(small_config(), (0, 1), str(out), progress=False, compile_cache=False)
+    driver.train(small_config(), (0, 1), str(out), progress=False)
     return out

@@ -44,7 +44,7 @@ def test_train_refuses_a_used_directory_before_building_anything(tmp_path, monke
 
     monkeypatch.setattr(driver.plan_lib, "make_plan", no_plan)
     with pytest.raises(runlock.RunDirNotEmpty) as err:
-        dreamerjax.train(small_config(), (0,), str(out), progress=False, compile_cache=False)
+        dreamerjax.train(small_config(), (0,), str(out), progress=False)
     message = str(err.value)
     assert message == (f"out {out} exists and is not empty; continue that run with "
                        "resume=True, or choose another out")
@@ -54,16 +54,14 @@ def test_train_refuses_a_used_directory_before_building_anything(tmp_path, monke
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     with pytest.raises(runlock.RunDirNotEmpty, match="exists and is not a directory"):
-        dreamerjax.train(small_config(), (0,), str(a_file), progress=False,
-                         compile_cache=False)
+        dreamerjax.train(small_config(), (0,), str(a_file), progress=False)
     assert a_file.read_text() == "x"
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("api") / "run"
-    result = dreamerjax.train(small_config(steps=160), SEEDS, str(out), progress=False,
-                              compile_cache=False)
+    result = dreamerjax.train(small_config(steps=160), SEEDS, str(out), progress=False)
     return out, result
 
 

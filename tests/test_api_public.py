@@ -26,7 +26,7 @@ SEEDS = (0, 3)
 def test_public_names():
     names = dir(dreamerjax)
     for name in ("evaluate", "load_config", "register_env", "JaxEnv", "cli_settings",
-                 "train", "make_config", "load_policy", "Callback", "LogPoint"):
+                 "Settings", "train", "make_config", "load_policy", "Callback", "LogPoint"):
         assert name in names and name in dreamerjax.__all__, name
         assert getattr(dreamerjax, name) is not None
 
@@ -287,13 +287,17 @@ def test_an_env_registered_by_a_script_records_no_module():
         core.make_env.cache_clear()
 
 
-def test_cli_settings_are_trains_keyword_arguments():
+def test_cli_settings_are_trains_settings():
+    import dataclasses
     import inspect
 
     settings = dreamerjax.cli_settings(xla_tuning=False)
-    assert set(settings) <= set(inspect.signature(dreamerjax.train).parameters)
-    assert settings["compile_cache"] == precompile.default_compile_cache_dir()
-    assert settings["precompile"] and settings["malloc_trim"]
+    assert isinstance(settings, dreamerjax.Settings)
+    assert inspect.signature(dreamerjax.train).parameters["settings"].default is None
+    assert settings.compile_cache == precompile.default_compile_cache_dir()
+    assert settings.precompile and settings.malloc_trim and settings.stop is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.precompile = False
 
 
 def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
@@ -301,7 +305,8 @@ def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
 
     import jax
 
-    assert inspect.signature(dreamerjax.train).parameters["compile_cache"].default is None
+    assert inspect.signature(dreamerjax.train).parameters["settings"].default is None
+    assert dreamerjax.Settings().compile_cache is None  # train's default Settings
     before = jax.config.jax_compilation_cache_dir
     try:
         precompile.enable_compile_cache(None)

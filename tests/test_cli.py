@@ -240,9 +240,10 @@ def _fake_module(monkeypatch, name, **attrs):
 
 def test_dispatch_calls_implementations(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(cli, "train_command", lambda a: calls.append(("train", a)) or 0)
-    monkeypatch.setattr(cli, "eval_command", lambda a: calls.append(("eval", a)) or 0)
-    monkeypatch.setattr(cli, "info_command", lambda a: calls.append(("info", a)) or 3)
+    # main runs a subcommand's function from the table cli.COMMANDS
+    monkeypatch.setitem(cli.COMMANDS, cli.TrainArgs, lambda a: calls.append(("train", a)) or 0)
+    monkeypatch.setitem(cli.COMMANDS, cli.EvalArgs, lambda a: calls.append(("eval", a)) or 0)
+    monkeypatch.setitem(cli.COMMANDS, cli.InfoArgs, lambda a: calls.append(("info", a)) or 3)
     _fake_module(monkeypatch, "dreamerjax.tools.parity",
                  main_parity=lambda d, strict: calls.append(("parity", d, strict)) or 1,
                  host_devices_flags=lambda d, env: None)

@@ -25,7 +25,7 @@ def pendulum(tmp_path_factory):
     out = tmp_path_factory.mktemp("pendulum")
     # The shared small run (tests/_runs.py) on Pendulum: log points at rows 80, 160, 240.
     cfg = small_config("Pendulum-v1")
-    result = driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
+    result = driver.train(cfg, (0,), str(out), progress=False,
                           report=False)
     return out, cfg, result
 

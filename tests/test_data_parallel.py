@@ -92,7 +92,7 @@ SCRIPT = textwrap.dedent("""
     run_cfg = dataclasses.replace(run_cfg, run=dataclasses.replace(run_cfg.run,
                                                                   train_devices=(0, 1)))
     result = driver.train(run_cfg, (0, 1), os.path.join(out, "run"), devices=2,
-                          progress=False, compile_cache=False)
+                          progress=False)
     recs = result.records if hasattr(result, "records") else result
     res["records"] = [{k: r[k] for k in ("seed", "rows", "updates", "eval_returns")}
                       for r in recs]
@@ -114,7 +114,7 @@ SCRIPT = textwrap.dedent("""
         gym_cfg = dataclasses.replace(gym_cfg, run=dataclasses.replace(gym_cfg.run,
                                                                       train_devices=(0, 1)))
         result = driver.train(gym_cfg, (0,), os.path.join(out, "gym"), progress=False,
-                              compile_cache=False, tensorboard=False)
+                              tensorboard=False)
         recs = result.records if hasattr(result, "records") else result
         res["gym_records"] = [{k: r[k] for k in ("seed", "rows", "updates", "eval_returns")}
                               for r in recs]

@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent("""
     cfg = small_config()
     res = {"device_count": jax.device_count()}
     res["records_2"] = driver.train(cfg, (0, 1), os.path.join(out, "d2"), devices=2,
-                                    progress=False, compile_cache=False).records
+                                    progress=False).records
     res["episodes_2"] = records.read_episodes(os.path.join(out, "d2"))
 
     tr = make_trainer(make_plan(cfg, (0, 1), 2))

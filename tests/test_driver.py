@@ -29,8 +29,7 @@ TICK = 8  # rows per tick: one per env
 
 
 def _train(cfg, out, seeds=(0, 1), **kw):
-    return driver.train(cfg, seeds, str(out), progress=False, compile_cache=False,
-                        **kw).records
+    return driver.train(cfg, seeds, str(out), progress=False, **kw).records
 
 
 def _strip(recs):
@@ -176,7 +175,7 @@ def test_target_return_stops_with_checkpoint_and_report(tmp_path, capsys):
     out = tmp_path / "target"
     # log points at rows 160 (15 updates: a report can be made) and 320
     cfg = _cfg(steps=320, eval_every=160, report_every=5)
-    recs = driver.train(cfg, (0,), str(out), compile_cache=False, target_return=-1.0).records
+    recs = driver.train(cfg, (0,), str(out), target_return=-1.0).records
     assert [r["rows"] for r in recs] == [160]  # CartPole's returns are >= 0 > -1
     err = capsys.readouterr().err
     # said at once, before the compile (a notebook sees it; stderr here is no terminal)
@@ -256,9 +255,9 @@ def test_callbacks_see_log_points_and_their_state_survives_resume(tmp_path):
 
     out = tmp_path / "cb"
     cfg = _cfg(steps=160)  # two log points, one in each call
-    driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
+    driver.train(cfg, (0,), str(out), progress=False,
                  callbacks=[Count()], stop_after_rows=80)
-    driver.train(cfg, (0,), str(out), resume=True, progress=False, compile_cache=False,
+    driver.train(cfg, (0,), str(out), resume=True, progress=False,
                  callbacks=[Count()])
     assert [r["log_points_seen"] for r in records.read_records(out)] == [1, 2]
 

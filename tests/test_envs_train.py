@@ -37,7 +37,7 @@ def test_tiny_two_seed_run_writes_records(env_id, package, geometry, head_mults,
     cfg = small_config(env_id, episode_limit=30, **geometry)
     if reference == HEAD_REF:
         cfg = at_head(cfg, head_mults)
-    driver.train(cfg, (0, 1), str(tmp_path), progress=False, compile_cache=False)
+    driver.train(cfg, (0, 1), str(tmp_path), progress=False)
     recs = records.read_records(tmp_path)
     assert [(r["seed"], r["rows"]) for r in recs] == [
         (0, 80), (1, 80), (0, 160), (1, 160), (0, 240), (1, 240)]

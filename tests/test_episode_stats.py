@@ -75,7 +75,7 @@ def test_craftax_run_records_the_success_rates_of_its_interval(tmp_path):
 
     # The shared small run (tests/_runs.py): 8 envs, log points every 80 rows (10 ticks).
     cfg = small_config("craftax_Craftax-Classic-Symbolic-v1", episode_limit=30)
-    driver.train(cfg, (0, 1), str(tmp_path), progress=False, compile_cache=False)
+    driver.train(cfg, (0, 1), str(tmp_path), progress=False)
     recs, eps = records.read_records(tmp_path), records.read_episodes(tmp_path)
     assert eps and all(1 <= e["length"] <= 30 for e in eps)
     for rec in recs:  # the episodes of this seed that ended in this log interval

@@ -26,7 +26,7 @@ def _cfg(env="gym_CartPole-v1"):
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("host_cartpole"))
-    recs = driver.train(_cfg(), (0, 1), out, progress=False, compile_cache=False,
+    recs = driver.train(_cfg(), (0, 1), out, progress=False,
                         tensorboard=False).records
     return out, recs
 
@@ -102,7 +102,7 @@ def test_env_that_raises_stops_the_run_and_keeps_the_checkpoint(tmp_path):
         # Seeds 0 and 1 as cartpole_run: the same spaces and seeds, so the same programs
         # (from the session's compilation cache).
         with pytest.raises(host_lib.EnvWorkerError, match="the simulator crashed"):
-            driver.train(_cfg(env=env_id), (0, 1), out, progress=False, compile_cache=False,
+            driver.train(_cfg(env=env_id), (0, 1), out, progress=False,
                          tensorboard=False, callbacks=[ArmFailure()])
     finally:
         FailingCartPole.armed = False
@@ -151,7 +151,7 @@ def test_tiny_runs_of_the_reference_suites(tmp_path, env_id, settings, extra, re
         section = dataclasses.replace(getattr(cfg.env, suite), **settings)
         cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, **{suite: section}))
     out = str(tmp_path / "run")
-    recs = driver.train(cfg, (0, 1), out, progress=False, compile_cache=False,
+    recs = driver.train(cfg, (0, 1), out, progress=False,
                         tensorboard=False).records
     assert [r["rows"] for r in recs] == [160, 160, 320, 320]
     assert recs[-1]["updates"] > 0 and recs[-1]["updates"] == recs[-2]["updates"]

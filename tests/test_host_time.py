@@ -126,7 +126,7 @@ def wide_run(tmp_path_factory):
     # The shared small run (tests/_runs.py) on this env: log points at rows 80, 160 and 240,
     # 55 updates by the last; report_every 0 is the contract under test (host-side only).
     cfg = small_config(env, report_every=0)
-    recs = driver.train(cfg, (0,), str(out), progress=False, compile_cache=False).records
+    recs = driver.train(cfg, (0,), str(out), progress=False).records
     return out, recs
 
 

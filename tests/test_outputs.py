@@ -42,7 +42,7 @@ def run(tmp_path_factory):
     os.environ["WANDB_MODE"] = "offline"  # W&B's own switch: no network
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     try:
-        kw = dict(progress=False, compile_cache=False)
+        kw = dict(progress=False)
         driver.train(_cfg(), SEEDS, str(out), stop_after_rows=STOP, **kw)
         first = outputs.read_state(out)
         driver.train(_cfg(), SEEDS, str(out), resume=True, **kw)
@@ -184,7 +184,7 @@ def test_outputs_may_change_on_resume(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")  # W&B's own switch: no network
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     out = tmp_path / "changed"
-    kw = dict(progress=False, compile_cache=False)
+    kw = dict(progress=False)
     driver.train(_cfg(("jsonl", "wandb")), SEEDS, str(out), stop_after_rows=STOP, **kw)
     assert set(outputs.read_state(out)) == {"wandb"}
     after = _cfg(("jsonl", "tensorboard", "mlflow"))
@@ -256,7 +256,7 @@ def test_a_run_failing_before_its_trainer_runs_ends_its_outputs(tmp_path, monkey
     monkeypatch.setattr(driver, "make_trainer", broken_trainer)
     out = tmp_path / "failed"
     with pytest.raises(RuntimeError, match="injected"):
-        driver.train(_cfg(), SEEDS, str(out), progress=False, compile_cache=False)
+        driver.train(_cfg(), SEEDS, str(out), progress=False)
     state = outputs.read_state(out)
     client = mlflow.MlflowClient(tracking_uri=state["mlflow"]["uri"])
     runs = client.search_runs([state["mlflow"]["experiment"]])

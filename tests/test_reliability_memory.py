@@ -55,8 +55,7 @@ def test_driver_refuses_before_compiling(tmp_path, monkeypatch):
 
     monkeypatch.setattr(driver, "make_trainer", no_trainer)
     with pytest.raises(MemoryError) as err:
-        driver.train(config, (0,), str(tmp_path / "run"), progress=False,
-                     compile_cache=False)
+        driver.train(config, (0,), str(tmp_path / "run"), progress=False)
     message = str(err.value)
     assert "does not fit" in message
     assert "available host memory" in message or "free on" in message

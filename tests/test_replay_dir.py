@@ -32,7 +32,7 @@ def run(tmp_path_factory):
     """The shared small run of CartPole, seeds 0 and 1 (rows 240: 30 per env; its
     checkpoint holds the replay, no chunk folders)."""
     out = tmp_path_factory.mktemp("replay_dir") / "run"
-    driver.train(small_config(), SEEDS, str(out), progress=False, compile_cache=False)
+    driver.train(small_config(), SEEDS, str(out), progress=False)
     return out
 
 
@@ -137,14 +137,14 @@ def test_streams_of_another_shape_are_dealt_by_episode(exported):
 def test_train_from_a_replay_directory_online_and_offline(run, exported, tmp_path):
     online = tmp_path / "online"
     result = driver.train(small_config(replay_from=str(exported)), SEEDS, str(online),
-                          progress=False, compile_cache=False)
+                          progress=False)
     assert result.records[-1]["updates"] > 0
     # The loaded 30 rows per env, then the run's own 30.
     assert (_ring(online)[".replay.count"] == 60).all()
     offline = tmp_path / "offline"
     before = _tree_digest(exported)
     result = driver.train(small_config(replay_from=str(exported), offline=True), SEEDS,
-                          str(offline), progress=False, compile_cache=False)
+                          str(offline), progress=False)
     ring = _ring(offline)
     assert (ring[".replay.count"] == 30).all()  # no env step: the loaded rows alone
     # The schedule's updates for 240 rows (tests/_runs.py), on the loaded rows.

@@ -241,7 +241,7 @@ def test_compiled_run_with_a_host_replay_equals_the_device_replays(tmp_path):
     hold the same state."""
     def train(memory_kind, out, **kw):
         cfg = small_config(steps=160, replay_memory=memory_kind)
-        return driver.train(cfg, (0, 1), str(out), progress=False, compile_cache=False,
+        return driver.train(cfg, (0, 1), str(out), progress=False,
                             tensorboard=False, report=False, **kw)
 
     dev = train("device", tmp_path / "device")
@@ -268,7 +268,7 @@ def test_a_host_replay_grows_on_resume_as_the_device_replay(tmp_path):
     memory), equals the 240-row run with a device replay: records and parameters."""
     def train(memory_kind, steps, out, **kw):
         cfg = small_config(steps=steps, replay_memory=memory_kind, replay_capacity=0)
-        return driver.train(cfg, (0,), str(out), progress=False, compile_cache=False,
+        return driver.train(cfg, (0,), str(out), progress=False,
                             tensorboard=False, report=False, **kw)
 
     assert setup_lib.make_setup(small_config(steps=160, replay_capacity=0)).capacity == 20
@@ -290,7 +290,7 @@ def test_a_host_replay_grows_on_resume_as_the_device_replay(tmp_path):
 def test_host_env_run_with_a_host_replay_equals_the_device_replays(tmp_path):
     pytest.importorskip("gymnasium")
     runs = [driver.train(small_config("gym_CartPole-v1", steps=160, replay_memory=m), (0, 1),
-                         str(tmp_path / m), progress=False, compile_cache=False,
+                         str(tmp_path / m), progress=False,
                          tensorboard=False) for m in ("device", "host")]
     assert [r["updates"] for r in runs[0].records] == [0, 0, 15, 15]
     _equal_runs(*runs)
@@ -307,7 +307,7 @@ DEVICES_SCRIPT = textwrap.dedent("""
     for name, devices, extra in (("seeds", 2, {}), ("data", 1, {"train_devices": (0, 1)})):
         runs = [driver.train(small_config(steps=160, replay_memory=m, **extra), (0, 1),
                              f"{out}/{name}-{m}", devices=devices, progress=False,
-                             compile_cache=False, tensorboard=False) for m in ("device", "host")]
+                             tensorboard=False) for m in ("device", "host")]
         res[name] = [[without_timing(r) for r in run.records] for run in runs]
         res[name + "_params"] = all(np.array_equal(a, b) for a, b in zip(
             jax.tree.leaves(runs[0].params), jax.tree.leaves(runs[1].params)))

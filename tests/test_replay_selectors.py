@@ -174,8 +174,8 @@ def test_bad_selector_values_are_refused_naming_the_key(reference, sets, message
 def test_a_tiny_run_with_the_mixture_trains(tmp_path, reference, sets):
     cfg = R.make_config("CartPole-v1", tiny=True, sets=sets, reference=reference,
                         **{**SMALL_RUN, "steps": 240})
-    res = driver.train(cfg, (0,), str(tmp_path / "run"), progress=False,
-                       compile_cache=False, tensorboard=False, report=False)
+    res = driver.train(cfg, (0,), str(tmp_path / "run"), progress=False, tensorboard=False,
+                       report=False)
     trained = [r for r in res.records if r["updates"] > 0]
     assert trained, res.records
     assert all(np.isfinite(r["train"]["opt_loss"]) for r in trained)

@@ -29,7 +29,7 @@ from dreamerjax.tools import args as cli_args
 
 SEEDS = (0, 1)
 ROWS = [80, 160, 240]  # the small run's log points (tests/_runs.py)
-KW = dict(progress=False, compile_cache=False)
+KW = dict(progress=False)
 
 
 def _frames(path: Path) -> np.ndarray:

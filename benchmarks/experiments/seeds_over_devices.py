@@ -34,7 +34,7 @@ def main(argv=None) -> None:
     import jax
 
     from dreamerjax.run import loop as loop
-    from dreamerjax.run import trainers
+    from dreamerjax.run import sharding as sharding_lib
     from dreamerjax.tools import bench
 
     setup = bench.make_setup(a.tiny)
@@ -43,7 +43,7 @@ def main(argv=None) -> None:
     for case in cases:
         n, d = map(int, case.split("x"))
         st = bench.init_states(setup, n)
-        sharding = trainers.seed_sharding(d, n)
+        sharding = sharding_lib.seed_sharding(d)
         body = jax.vmap(lambda s: loop.train_once(setup, s))
         if sharding is None:
             fn = jax.jit(body, donate_argnums=0)

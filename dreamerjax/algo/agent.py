@@ -15,7 +15,12 @@ import optax
 from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.algo import nets
 from dreamerjax.algo import numerics as nm
-from dreamerjax.algo.metrics_e3f0224 import batch_stats, e3f0224_loss_order, loss_metrics_e3f0224
+from dreamerjax.algo.metrics_e3f0224 import (
+    E3F0224_LOSS_NAMES,
+    batch_stats,
+    e3f0224_loss_order,
+    loss_metrics_e3f0224,
+)
 from dreamerjax.algo.normalize import (
     RetNormState,
     norm_init,
@@ -25,7 +30,13 @@ from dreamerjax.algo.normalize import (
     retnorm_stats,
     retnorm_update,
 )
-from dreamerjax.algo.optim import make_optimizer, optimizer_metrics, slow_update
+from dreamerjax.algo.optim import (
+    OPT_METRICS,
+    OPT_RMS_METRICS,
+    make_optimizer,
+    optimizer_metrics,
+    slow_update,
+)
 from dreamerjax.algo.returns import imagined_returns, imagined_returns_e3f0224, replay_return
 from dreamerjax.algo.spaces import Spaces, preprocess
 from dreamerjax.config.defaults import AgentConfig, Reference
@@ -279,20 +290,19 @@ def cont_log_prob(cfg: AgentConfig, logit, label):
     return nm.bernoulli_log_prob(logit, label)
 
 
+# The statistics _balance_stats reports (rewstats/..., constats/...), in its order.
+BALANCE_STATS = ("pos_loss", "neg_loss", "pos_acc", "neg_acc", "rate", "avg", "pred")
+
+
 def _balance_stats(pred_mean, loss, target, thres):
     """Reference jaxutils.balance_stats (:282-298); NaN where a class is absent."""
     pos = (target > thres).astype(f32)
     neg = (target <= thres).astype(f32)
     pred = (pred_mean > thres).astype(f32)
-    return {
-        "pos_loss": (loss * pos).sum() / pos.sum(),
-        "neg_loss": (loss * neg).sum() / neg.sum(),
-        "pos_acc": (pred * pos).sum() / pos.sum(),
-        "neg_acc": ((1 - pred) * neg).sum() / neg.sum(),
-        "rate": pos.mean(),
-        "avg": target.mean(),
-        "pred": pred_mean.mean(),
-    }
+    return dict(zip(BALANCE_STATS, (
+        (loss * pos).sum() / pos.sum(), (loss * neg).sum() / neg.sum(),
+        (pred * pos).sum() / pos.sum(), ((1 - pred) * neg).sum() / neg.sum(),
+        pos.mean(), target.mean(), pred_mean.mean()), strict=True))
 
 
 # ----------------------------------------------------------------------------- world model
@@ -579,6 +589,33 @@ def loss_metrics(cfg: AgentConfig, spaces: Spaces, data: dict, wm: dict, img: di
     # The mean in the embedding's dtype, cast back as the reference's metrics (jaxagent.py:371).
     metrics["activation/embed"] = nm.cast(jnp.abs(wm["embed"]).mean(), f32)
     return metrics
+
+
+def metric_names(cfg: AgentConfig, spaces: Spaces) -> tuple[str, ...]:
+    """The names of `update`'s metrics, sorted, from the config and the spaces alone: the
+    run's metric window is made from them before anything is traced (tests/
+    test_metric_names.py checks them against the update's own for each version and kind
+    of space). The loss terms: loss_scales' less the replay critic's when it is off."""
+    losses = [k for k in loss_scales(cfg, spaces)
+              if k != "replay_critic" or cfg.replay_critic_loss]
+    names = ["opt_loss", *OPT_METRICS]
+    if cfg.version == Reference.E3F0224:  # loss_metrics_e3f0224, rssm_kl_losses'
+        names += ["dyn_ent", "rep_ent", "adv", "adv_std", "adv_mag", "rew", "con", "ret",
+                  "val", "tar", "weight", "slowval", "ret_min", "ret_max", "ret_rate",
+                  "ent/action", *OPT_RMS_METRICS]
+        names += ["rand/action"] if spaces.act_discrete else []
+        names += [f"loss/{E3F0224_LOSS_NAMES.get(k, k)}" for k in losses]
+        names += [f"{k}_loss" for k in losses]
+        return tuple(sorted(names))
+    stats = ["prior_ent", "post_ent", "adv", "rew", "weight", "val", "ret", "ret_normed",
+             "act/action", "rand/action", "ent/action"]
+    stats += ["replay_ret"] if cfg.replay_critic_loss else []
+    names += [n for prefix in stats for n in nm.tensorstats_names(prefix)]  # loss_metrics'
+    names += [f"{k}_loss{s}" for k in losses for s in ("", "_std")]
+    names += ["td_error", "ret_rate", "activation/embed"]
+    names += [f"{k}_rew/{s}" for k in ("data", "pred") for s in ("max", "mean", "std")]
+    names += [f"{k}/{s}" for k in ("rewstats", "constats") for s in BALANCE_STATS]
+    return tuple(sorted(names))
 
 
 def loss_fn(params, slow, retnorm: RetNormState, cfg: AgentConfig, spaces: Spaces,

@@ -426,19 +426,21 @@ def cast(tree, dtype):
 # --------------------------------------------------------------------------- metrics
 
 
+# The statistics tensorstats reports, in its order.
+TENSORSTATS = ("mean", "std", "mag", "min", "max")
+
+
 def tensorstats(x: jax.Array, prefix: str | None = None) -> dict[str, jax.Array]:
     """mean/std/mag/min/max of a float tensor (jaxutils.py:52-66, without 'dist')."""
     x = jnp.asarray(x).astype(f32)
-    stats = {
-        "mean": x.mean(),
-        "std": x.std(),
-        "mag": jnp.abs(x).mean(),
-        "min": x.min(),
-        "max": x.max(),
-    }
-    if prefix:
-        stats = {f"{prefix}/{k}": v for k, v in stats.items()}
-    return stats
+    stats = dict(zip(TENSORSTATS, (x.mean(), x.std(), jnp.abs(x).mean(), x.min(), x.max()),
+                     strict=True))
+    return {f"{prefix}/{k}": v for k, v in stats.items()} if prefix else stats
+
+
+def tensorstats_names(prefix: str) -> tuple[str, ...]:
+    """The names tensorstats(x, prefix) reports."""
+    return tuple(f"{prefix}/{k}" for k in TENSORSTATS)
 
 
 __all__ = [
@@ -449,6 +451,7 @@ __all__ = [
     "normal_log_prob", "normal_entropy", "normal_sample", "normal_minmax_entropy",
     "categorical_log_prob", "categorical_entropy", "binary_log_prob", "binary_prob1",
     "normal_log_prob_scipy", "normal_entropy_e3f0224",
-    "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats", "COMPUTE_DTYPES",
+    "init_fan_in", "truncated_normal_init", "rms_norm", "tensorstats", "TENSORSTATS",
+    "tensorstats_names", "COMPUTE_DTYPES",
     "compute_dtype", "cast",
 ]

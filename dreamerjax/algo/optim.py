@@ -361,6 +361,12 @@ def tree_rms(tree: Any, slices: Any = None) -> jax.Array:
     return jnp.sqrt(sumsq / f32(count))
 
 
+# The names optimizer_metrics reports, and HEAD's three more (rms=True).
+OPT_METRICS = ("opt_grad_norm", "opt_update_norm", "opt_param_norm", "opt_grad_steps",
+               "opt_param_count")
+OPT_RMS_METRICS = ("opt_grad_rms", "opt_update_rms", "opt_param_rms")
+
+
 def optimizer_metrics(
     grads: Any, updates: Any, new_params: Any, step: jax.Array, rms: bool = False, *,
     slices: Any = None,
@@ -375,17 +381,13 @@ def optimizer_metrics(
     count = (sum(int(np.prod(x.shape)) for x in jax.tree.leaves(new_params))
              if slices is None else slices.size(new_params))
     if rms:
+        rmss = (tree_rms(grads, slices), tree_rms(updates, slices), tree_rms(new_params, slices))
         return {**optimizer_metrics(grads, updates, new_params, step, slices=slices),
-                "opt_grad_rms": tree_rms(grads, slices),
-                "opt_update_rms": tree_rms(updates, slices),
-                "opt_param_rms": tree_rms(new_params, slices)}
-    return {
-        "opt_grad_norm": global_norm(grads, slices),
-        "opt_update_norm": global_norm(updates, slices),
-        "opt_param_norm": global_norm(new_params, slices),
-        "opt_grad_steps": jnp.asarray(step, i32),
-        "opt_param_count": jnp.asarray(count, i32),
-    }
+                **dict(zip(OPT_RMS_METRICS, rmss, strict=True))}
+    return dict(zip(OPT_METRICS, (
+        global_norm(grads, slices), global_norm(updates, slices),
+        global_norm(new_params, slices), jnp.asarray(step, i32), jnp.asarray(count, i32)),
+        strict=True))
 
 
 def slow_update(

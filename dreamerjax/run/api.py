@@ -11,13 +11,16 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dreamerjax.config import resolve
 from dreamerjax.config.defaults import Config, RunConfig
 from dreamerjax.config.keys import ConfigError
+
+if TYPE_CHECKING:
+    from dreamerjax.run.settings import Settings
 
 
 @functools.wraps(resolve.make_config, assigned=("__doc__",))
@@ -155,17 +158,19 @@ def _video(trainer, params, seed: int, path: str | os.PathLike, mode: bool) -> P
         path, video_lib.frames(trainer.setup.config.run.env, episode)))
 
 
-def cli_settings(xla_tuning: bool = True) -> dict[str, Any]:
-    """What `dreamerjax train` sets up in its process, for `train(..., **cli_settings())`.
+def cli_settings(xla_tuning: bool = True) -> Settings:
+    """What `dreamerjax train` sets up in its process, for `train(..., settings=cli_settings())`.
 
     Adds the XLA:CPU tuning option to XLA_FLAGS (run/xla_tuning.py; ~8 % faster updates
     on jaxlib 0.10.x, no number changed). XLA reads XLA_FLAGS when JAX starts its backend,
     so call this before anything runs on JAX (afterwards it warns and adds nothing;
-    xla_tuning=False leaves XLA_FLAGS alone). Returns train's keyword arguments for the
-    rest: the command line's compilation cache directory, precompile (XLA's compile peak
-    paid in a child process) and malloc_trim (glibc's freed heap handed back).
+    xla_tuning=False leaves XLA_FLAGS alone). Returns train's Settings for the rest: the
+    command line's compilation cache directory, precompile (XLA's compile peak paid in a
+    child process) and malloc_trim (glibc's freed heap handed back); no StopRequest
+    (dataclasses.replace(settings, stop=...) adds one).
     """
     from dreamerjax.run import precompile
+    from dreamerjax.run.settings import Settings
 
     if xla_tuning:
         if _backend_started():
@@ -175,8 +180,8 @@ def cli_settings(xla_tuning: bool = True) -> dict[str, Any]:
         else:
             from dreamerjax.run import xla_tuning as tuning
             tuning.apply()
-    return {"compile_cache": precompile.default_compile_cache_dir(), "precompile": True,
-            "malloc_trim": True}
+    return Settings(compile_cache=precompile.default_compile_cache_dir(), precompile=True,
+                    malloc_trim=True)
 
 
 def _backend_started() -> bool:

@@ -17,7 +17,7 @@ def start(coordinator: str | None = None, num_processes: int | None = None,
           process_id: int | None = None) -> None:
     """Without arguments JAX detects the cluster (SLURM, Open MPI, Kubernetes, Cloud TPU);
     otherwise every process gets the same coordinator host:port and process count and its
-    own id. The run's mesh then holds devices of every process (run/plan.py run_mesh);
+    own id. The run's mesh then holds devices of every process (run/sharding.py run_mesh);
     process 0 writes the run directory, which all processes must share (records,
     checkpoints)."""
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,

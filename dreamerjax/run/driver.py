@@ -42,10 +42,12 @@ from dreamerjax.run import resume as resume_lib
 from dreamerjax.run.callbacks import Callback, LogPoint, as_callbacks
 from dreamerjax.run.guard import NonFiniteLoss, StopRequest, guarded
 from dreamerjax.run.plan import Plan
+from dreamerjax.run.processes import to_host
 from dreamerjax.run.report import should_report, write_report
 from dreamerjax.run.result import TrainResult, params_by_seed
+from dreamerjax.run.settings import Settings
 from dreamerjax.run.setup import SeedState
-from dreamerjax.run.trainers import Trainer, make_trainer, to_host
+from dreamerjax.run.trainers import Trainer, make_trainer
 
 # ----------------------------------------------------------------------------- driver
 
@@ -139,95 +141,91 @@ def _should_checkpoint(config: Config, log_index: int, num_logs: int) -> bool:
 
 
 
-@guarded
-def train(config: Config | Plan, seeds: Sequence[int], out: str, resume: bool = False,
-          devices: int | None = None, progress: bool = True,
-          compile_cache: bool | str | os.PathLike | None = None,
-          stop_after_rows: int | None = None, callbacks: Sequence[Callback | Any] = (),
-          tensorboard: bool = True, report: bool = True, precompile: bool = False,
-          malloc_trim: bool = False, stop: StopRequest | None = None,
-          target_return: float | None = None) -> TrainResult:
+def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool = False,
+          devices: int | None = None, callbacks: Sequence[Callback | Any] = (),
+          progress: bool = True, tensorboard: bool = True, report: bool = True,
+          stop_after_rows: int | None = None, target_return: float | None = None,
+          settings: Settings | None = None) -> TrainResult:
     """Run (or resume) a training run into `out` (a new or empty directory; resume=True
     continues the run in it). Returns a TrainResult: the records written by this call,
     every seed's final parameters and a policy that acts with them.
-
-    callbacks: observers called at each log point, before its records are written: a
-    function of the LogPoint, or a Callback whose state the checkpoint keeps.
-    report: write the world model's open-loop report at each log point (viz/report.py).
-    stop: a StopRequest that asks the run to stop at its next safe point (the CLI's
-    SIGTERM / SIGINT handler holds one). stop_after_rows ends the call early at that log
-    point (as an interruption would), leaving a checkpoint to resume from. target_return
-    ends it at the first log point where every seed's evaluation mean reaches that return,
-    with that point's checkpoint and open-loop report (a run trained "until solved").
-
-    What it changes in this process, each only when asked (the command line asks for
-    all three; dreamerjax.cli_settings() gives the same): compile_cache, a directory (True:
-    the command line's, ~/.cache/dreamerjax/jax), points jax.config's persistent
-    compilation cache there (None, the default, leaves jax.config alone);
-    precompile=True first compiles the run's programs in a child process (precompile.py;
-    needs the cache), so this process never holds XLA's compile peak; malloc_trim=True
-    hands glibc's freed heap back after compiles and before each chunk. Neither changes a
-    number of the run.
 
     config: the run's Config, or its Plan (run/plan.make_plan of a config, the seeds and
     the devices) when the caller made it already (the command line's preflight does); a
     Config's plan is made here. The plan is where the config is validated, once.
     devices: the groups of seeds of a Config's run (default 1); a Plan has its own.
-    """
-    seeds = tuple(int(s) for s in seeds)
-    callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
-    # before a precompile child or a logger starts, nothing allocated
-    plan = plan_of(config, seeds, devices)
-    config, setup = plan.config, plan.setup
-    if resume:  # another device layout than the run's, refused before anything compiles
-        ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
-    videos.check(plan)  # --video-every where no video can be made: refused now
-    done = ckpt.complete_rows(out, setup.run.steps) if resume else None
-    if done is not None and jax.process_index() == 0:  # said at once; the call returns
-        print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
-              f"nothing to train; to train on, resume it with a larger steps, e.g. "
-              f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
-    # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
-    loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
-    # Started, they run until closed: any failure from here on (the precompile child, the
-    # trainer's compile, a log interval, the plots) ends them as failed, not left running.
-    primary = jax.process_index() == 0
-    # A line now and then while the programs compile and each chunk runs, where no bar is.
-    heartbeat = host_time.Heartbeat(status.HEARTBEAT_S, progress and primary
-                                    and not sys.stderr.isatty())
-    with outputs.closed_on_error(loggers), heartbeat:
-        precompile_lib.enable_compile_cache(compile_cache)
-        if progress and primary:  # at once, before the compile's minutes
-            print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
-                  f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
-                  "training to the first (a line at every log point)", file=sys.stderr,
-                  flush=True)
-        heartbeat.say("compiling")
-        if precompile and compile_cache:  # XLA's compile peak paid in a child process
-            heartbeat.say("compiling the run's programs in a child process")
-            precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
-        run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
-                  primary=primary)
-        # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
-        os.makedirs(os.path.realpath(out), exist_ok=True)
-        loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
-                     report, stop or StopRequest(), malloc_trim, host_time.Phases(),
-                     tuple(loggers), target_return, heartbeat,
-                     videos.LogVideos(plan, out, loggers, primary))
-        with precompile_lib.trimming(malloc_trim), contextlib.closing(run.trainer), \
-                contextlib.closing(loop.videos), host_time.CompileClock() as clock:
-            written, params = _run(run, resume, loop, clock)
-        if run.primary:
-            with loop.phases("plots"):
-                records.plot_run(out)
-            if progress and written:
-                print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
-    outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
-    ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
-    from dreamerjax.run.policy import env_actions_of
+    callbacks: observers called at each log point, before its records are written: a
+    function of the LogPoint, or a Callback whose state the checkpoint keeps.
+    progress: the status line of each log point (and a progress bar) on stderr.
+    tensorboard: TensorBoard scalars beside the records. report: write the world
+    model's open-loop report at its log points (viz/report.py).
+    stop_after_rows ends the call early at that log point (as an interruption would),
+    leaving a checkpoint to resume from. target_return ends it at the first log point
+    where every seed's evaluation mean reaches that return, with that point's checkpoint
+    and open-loop report (a run trained "until solved").
 
-    return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
-                       setup.spaces, env_actions_of(config, setup))
+    settings: what the call may change in its process (the compilation cache, a
+    precompile child, malloc_trim) and a StopRequest (run/settings.Settings); None, the
+    default, changes nothing. dreamerjax.cli_settings() gives the command line's.
+    """
+    settings = settings or Settings()
+    with guarded(out, resume):  # the run directory's lock, failed writes, NaNs
+        seeds = tuple(int(s) for s in seeds)
+        callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
+        # before a precompile child or a logger starts, nothing allocated
+        plan = plan_of(config, seeds, devices)
+        config, setup = plan.config, plan.setup
+        if resume:  # another device layout than the run's, refused before anything compiles
+            ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
+        videos.check(plan)  # --video-every where no video can be made: refused now
+        done = ckpt.complete_rows(out, setup.run.steps) if resume else None
+        if done is not None and jax.process_index() == 0:  # said at once; the call returns
+            print(f"dreamerjax: {out} is complete at {done:,} rows (steps={config.run.steps}): "
+                  f"nothing to train; to train on, resume it with a larger steps, e.g. "
+                  f"steps={2 * config.run.steps}", file=sys.stderr)  # its final params
+        # W&B and MLflow (logger.outputs): a missing package or login refused before compiling.
+        loggers = outputs.build(config, out, seeds, resume, primary=jax.process_index() == 0)
+        # Started, they run until closed: any failure from here on (the precompile child, the
+        # trainer's compile, a log interval, the plots) ends them as failed, not left running.
+        primary = jax.process_index() == 0
+        # A line now and then while the programs compile and each chunk runs, where no bar is.
+        heartbeat = host_time.Heartbeat(status.HEARTBEAT_S, progress and primary
+                                        and not sys.stderr.isatty())
+        with outputs.closed_on_error(loggers), heartbeat:
+            precompile_lib.enable_compile_cache(settings.compile_cache)
+            if progress and primary:  # at once, before the compile's minutes
+                print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
+                      f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
+                      "training to the first (a line at every log point)", file=sys.stderr,
+                      flush=True)
+            heartbeat.say("compiling")
+            if settings.precompile and settings.compile_cache:  # the compile peak in a child
+                heartbeat.say("compiling the run's programs in a child process")
+                precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
+            run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
+                      primary=primary)
+            # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
+            os.makedirs(os.path.realpath(out), exist_ok=True)
+            loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
+                         report, settings.stop or StopRequest(), settings.malloc_trim,
+                         host_time.Phases(),
+                         tuple(loggers), target_return, heartbeat,
+                         videos.LogVideos(plan, out, loggers, primary))
+            with precompile_lib.trimming(settings.malloc_trim), \
+                    contextlib.closing(run.trainer), contextlib.closing(loop.videos), \
+                    host_time.CompileClock() as clock:
+                written, params = _run(run, resume, loop, clock)
+            if run.primary:
+                with loop.phases("plots"):
+                    records.plot_run(out)
+                if progress and written:
+                    print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
+        outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
+        ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
+        from dreamerjax.run.policy import env_actions_of
+
+        return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
+                           setup.spaces, env_actions_of(config, setup))
 
 
 def plan_of(config: Config | Plan, seeds: tuple[int, ...], devices: int | None) -> Plan:
@@ -309,7 +307,12 @@ def _run(run: Run, resume: bool, loop: _Loop,
             if loop.heartbeat is not None:
                 loop.heartbeat.say(f"{'compiling and t' if not written else 'T'}raining to "
                                    f"row {(log_index + 1) * run_cfg.eval_every:,}")
-            states, point = _interval(run, states, log_index, writer, t0, loop)
+            if loop.malloc_trim:  # glibc's freed heap back before the update's buffers
+                precompile_lib.malloc_trim()
+            with loop.phases("chunk"):  # the interval's ticks
+                states, ends = run.trainer.chunk(states, log_index)
+                jax.block_until_ready((states.updates, ends))
+            states, point = _at_log_point(run, states, ends, log_index, writer, t0, loop)
             written += point.records
             # the interval's updates over its time less what it spent compiling (the first
             # interval's chunk, evaluation and report programs)
@@ -329,16 +332,11 @@ def _run(run: Run, resume: bool, loop: _Loop,
     return written, states.agent.params
 
 
-def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
-              loop: _Loop) -> tuple[SeedState, LogPoint]:
-    """One log interval: its chunk of ticks, then the log point's evaluation, callbacks,
-    records, report and checkpoint."""
-    if loop.malloc_trim:
-        precompile_lib.malloc_trim()  # glibc's freed heap back before the update's buffers
+def _at_log_point(run: Run, states: SeedState, ends, log_index: int, writer, t0: float,
+                  loop: _Loop) -> tuple[SeedState, LogPoint]:
+    """The log point after a log interval's chunk (states, its episode ends): the
+    evaluation, callbacks, records, report and checkpoint."""
     phases = loop.phases
-    with phases("chunk"):
-        states, ends = run.trainer.chunk(states, log_index)
-        jax.block_until_ready((states.updates, ends))
     with phases("evaluate"):
         point, host = log_point(run, states, ends, log_index)
     with phases("callbacks"):

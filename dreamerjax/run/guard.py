@@ -20,7 +20,7 @@ class StopRequest:
     """Asks a running train() to stop at its next safe point: after the current log
     point's records and its checkpoint (saved then even off the checkpoint_every
     schedule). `request` is safe from a signal handler (the CLI's SIGTERM / SIGINT) or a
-    callback; give the same object to train(stop=...)."""
+    callback; give the same object to train (run/settings.Settings(stop=...))."""
 
     def __init__(self) -> None:
         self.reasons: list[str] = []
@@ -79,59 +79,49 @@ def _last_good_text(out: str) -> str:
             f" (row {rows})"), index, rows
 
 
-def guarded(fn):
-    """train() with its run directory's guards: one writer (runlock), a failed write
-    turned into WriteFailed naming the last good checkpoint, a non-finite loss leaving
-    a marker that --resume refuses."""
-    import functools
-    import inspect
-
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        out, resume = str(bound.arguments["out"]), bool(bound.arguments["resume"])
-        primary = jax.process_index() == 0
-        if resume:
-            runlock.check_not_nonfinite(out)
-        elif primary:  # the processes of a multi-host run share out; only process 0 writes
-            # A fresh run into a used directory would append to its records and overwrite
-            # its config, then fail at its first checkpoint: refused before anything is
-            # built, compiled or written (the command line refuses with this same check).
-            runlock.check_new(out)
-        existed = os.path.exists(out)
+@contextlib.contextmanager
+def guarded(out: str | os.PathLike, resume: bool):
+    """The body of train() with its run directory's guards: one writer (runlock), a fresh
+    run refused in a used directory, a failed write turned into WriteFailed naming the
+    last good checkpoint, a non-finite loss leaving a marker that --resume refuses."""
+    out, resume = str(out), bool(resume)
+    primary = jax.process_index() == 0
+    if resume:
+        runlock.check_not_nonfinite(out)
+    elif primary:  # the processes of a multi-host run share out; only process 0 writes
+        # A fresh run into a used directory would append to its records and overwrite
+        # its config, then fail at its first checkpoint: refused before anything is
+        # built, compiled or written (the command line refuses with this same check).
+        runlock.check_new(out)
+    existed = os.path.exists(out)
+    if primary:
+        runlock.acquire(out, "--resume" if resume else "--out")
+    try:
+        yield
+    except NonFiniteLoss as e:
+        status.close_progress_bars()
+        text, index, rows = _last_good_text(out)
         if primary:
-            runlock.acquire(out, "--resume" if resume else "--out")
-        try:
-            return fn(*args, **kwargs)
-        except NonFiniteLoss as e:
-            status.close_progress_bars()
-            text, index, rows = _last_good_text(out)
-            if primary:
+            with contextlib.suppress(OSError):
+                runlock.write_nonfinite_stop(out, {
+                    "update": e.update, "rows": e.rows, "seeds": e.seeds,
+                    "last_good_checkpoint": index, "last_good_rows": rows})
+        raise NonFiniteLoss(
+            f"non-finite loss at update {e.update} (seeds {e.seeds}); stopped at row "
+            f"{e.rows}; {text}; --resume refuses this run (it would repeat the same "
+            "loss)", e.update, e.seeds, e.rows) from e
+    except Exception as e:
+        status.close_progress_bars()
+        cause = _write_error(e)
+        if cause is None:
+            raise
+        text = _last_good_text(out)[0]
+        raise WriteFailed(f"writing the run directory failed ({cause}); the run "
+                          f"stopped; {text}: make room and continue with `dreamerjax "
+                          f"train --resume {out}`") from e
+    finally:
+        if primary:
+            runlock.release(out)
+            if not existed:  # refused before writing (e.g. memory): leave no trace
                 with contextlib.suppress(OSError):
-                    runlock.write_nonfinite_stop(out, {
-                        "update": e.update, "rows": e.rows, "seeds": e.seeds,
-                        "last_good_checkpoint": index, "last_good_rows": rows})
-            raise NonFiniteLoss(
-                f"non-finite loss at update {e.update} (seeds {e.seeds}); stopped at row "
-                f"{e.rows}; {text}; --resume refuses this run (it would repeat the same "
-                "loss)", e.update, e.seeds, e.rows) from e
-        except Exception as e:
-            status.close_progress_bars()
-            cause = _write_error(e)
-            if cause is None:
-                raise
-            text = _last_good_text(out)[0]
-            raise WriteFailed(f"writing the run directory failed ({cause}); the run "
-                              f"stopped; {text}: make room and continue with `dreamerjax "
-                              f"train --resume {out}`") from e
-        finally:
-            if primary:
-                runlock.release(out)
-                if not existed:  # refused before writing (e.g. memory): leave no trace
-                    with contextlib.suppress(OSError):
-                        os.rmdir(out)
-
-    return wrapper
+                    os.rmdir(out)

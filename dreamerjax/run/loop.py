@@ -11,6 +11,7 @@ these (through run/trainers.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -46,17 +47,8 @@ def updates_per_tick(setup: Setup) -> np.ndarray:
     return np.asarray(owed(ticks), np.int32)
 
 
-def example_batch(setup: Setup) -> dict:
-    """ShapeDtypeStructs of one training batch."""
-    rssm = setup.config.agent.rssm
-    return schema.batch_spec(setup.spaces, rssm.deter, rssm.stoch, setup.run.batch_size,
-                             setup.window_length)
-
-
-# The update, traced once per process for a config: metric_names traces it for the names
-# and the chunk calls the same jitted function, whose trace JAX keeps for the same static
-# (config, spaces) and argument shapes. inline=True puts its ops into the chunk as they are
-# (the chunk's program text is unchanged: no call boundary).
+# The update as a jitted function: inline=True puts its ops into the chunk as they are (the
+# chunk's program text is unchanged: no call boundary).
 _update = jax.jit(agent_lib.update, static_argnums=(1, 2, 5, 6), inline=True)
 
 
@@ -115,12 +107,8 @@ def reduce_metrics(mets: dict, axis: str | None) -> dict:
 
 
 def metric_names(setup: Setup) -> tuple[str, ...]:
-    """Metric names of one update, found by tracing (no compile)."""
-    state = jax.eval_shape(lambda k: agent_lib.init(k, setup.config.agent, setup.spaces),
-                           jax.random.PRNGKey(0))
-    _, _, mets = jax.eval_shape(_update, state, setup.config.agent, setup.spaces,
-                                example_batch(setup), jax.random.PRNGKey(0), None)
-    return tuple(sorted(mets))
+    """Metric names of one update (agent.metric_names: from the config, nothing traced)."""
+    return agent_lib.metric_names(setup.config.agent, setup.spaces)
 
 
 # ----------------------------------------------------------------------------- per seed
@@ -178,15 +166,21 @@ def with_run(setup: Setup, **changes) -> Setup:
     return dataclasses.replace(setup, config=config)
 
 
-def over_seeds(setup: Setup, fn, *args):
-    """fn applied to each seed's slice of args (leading seed axis), as run.seed_loop says:
-    vmapped into one batched program, or one seed after another (lax.map) inside it. Each
-    seed's numbers are its own either way; only the program's layout differs. Under
+def seeds_map(setup: Setup, fn):
+    """fn of one seed's state -> fn of every seed's (a leading seed axis), as run.seed_loop
+    says: vmapped into one batched program, or one seed after another (lax.map) inside it.
+    Each seed's numbers are its own either way; only the program's layout differs. Under
     "threads" a program that holds several seeds maps them (the trainer runs its chunk one
     seed per program)."""
     if seed_loop(setup) in ("map", "threads"):
-        return jax.lax.map(lambda a: fn(*a), args)
-    return jax.vmap(fn)(*args)
+        return functools.partial(jax.lax.map, fn)
+    return jax.vmap(fn)
+
+
+def over_seeds(setup: Setup, fn, *args):
+    """fn applied to each seed's slice of args (leading seed axis), mapped as seeds_map
+    maps a function of one argument."""
+    return seeds_map(setup, lambda a: fn(*a))(args)
 
 
 def train_once(setup: Setup, s: SeedState) -> SeedState:
@@ -220,8 +214,8 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
     An offline run (run.offline) takes no env step: a tick is its updates alone, on the
     rows its replay was filled with (run/replay_dir.py), and no episode ends."""
 
-    def act(states):
-        return over_seeds(setup, lambda s: act_and_store(setup, s), states)
+    act = seeds_map(setup, functools.partial(act_and_store, setup))
+    train = seeds_map(setup, functools.partial(train_once, setup))
 
     def tick(states, n):
         if setup.run.offline:  # the ends of a tick where no episode ended
@@ -229,9 +223,7 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
                                 jax.eval_shape(act, states)[1])
         else:
             states, ends = act(states)
-        states = jax.lax.fori_loop(
-            0, n, lambda _, st: over_seeds(setup, lambda s: train_once(setup, s), st),
-            states)
+        states = jax.lax.fori_loop(0, n, lambda _, st: train(st), states)
         return states, ends
 
     return jax.lax.scan(tick, states, updates_due)

@@ -25,11 +25,9 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import numpy as np
 
-from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.config.defaults import HEAD_REF, Config, data_devices, fsdp_devices
-from dreamerjax.run import loop, memory, streams, transfer
+from dreamerjax.run import loop, memory, sharding, streams, transfer
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.setup import Setup
 
@@ -48,7 +46,7 @@ class Plan:
         jax.train_mesh).
     seed_loop: how the seeds share a program: "vmap", "map" or "threads" (run.seed_loop
         resolved for the backend; seeds over several devices are vmapped on each).
-    mesh: the run's devices as a mesh (run_mesh), None for one device.
+    mesh: the run's devices as a mesh (sharding.run_mesh), None for one device.
     replay_bytes: the replay of every seed, checked against the memory free for it.
     source: run.from_checkpoint's source checked (transfer.check; None when the key is
         empty), which transfer.load_into loads into a fresh run.
@@ -155,7 +153,7 @@ def _decide(setup: Setup, seeds, devices: int, config: Config | None,
                          "trains with a compiled env (its evaluation plays it)")
     data, fsdp = data_devices(setup.run), fsdp_devices(setup.run)
     mine = sum(d.process_index == jax.process_index()
-               for d in mesh_devices(devices, data, spread).flat)
+               for d in sharding.mesh_devices(devices, data, spread).flat)
     need = memory.check_replay(setup, len(seeds), devices, mine)
     if setup.host:  # seeds mapped one after the other would not split their envs
         how = "vmap" if data > 1 else setup.run.seed_loop
@@ -168,7 +166,7 @@ def _decide(setup: Setup, seeds, devices: int, config: Config | None,
                          "auto)")
     resolved = loop.with_run(setup, seed_loop=how) if how != setup.run.seed_loop else setup
     return Plan(config, resolved, seeds, devices, data, fsdp, loop.seed_loop(resolved),
-                run_mesh(devices, data, len(seeds), fsdp, spread), need, source)
+                sharding.run_mesh(devices, data, fsdp, spread), need, source)
 
 
 def check_devices(setup: Setup, num_seeds: int, devices: int, spread: bool = False) -> None:
@@ -208,37 +206,3 @@ def _check_count(devices: int, data: int, num_seeds: int, spread: bool = False) 
                 f"--devices {devices} x --data-devices {data} uses the devices of "
                 f"{len(held)} of the {procs} processes: every process of a --distributed "
                 f"run needs its part of the mesh (ask for all {total} devices)")
-
-
-def mesh_devices(devices: int, data: int, spread: bool = False) -> np.ndarray:
-    """[devices, data] the run's devices: seed group i's data device j. One process, or
-    the config counting devices over all processes (29eb964): the first devices x data
-    devices in order. spread (per_process): each process holds data / P of every
-    group's data devices, its own local devices i * data / P ... (i + 1) * data / P - 1,
-    process-major on the data axis (HEAD's device list, agent.py:80-84 @e3f0224)."""
-    if not spread:
-        return np.array(jax.devices()[:devices * data]).reshape(devices, data)
-    procs = jax.process_count()
-    local = data // procs
-    own = [sorted((d for d in jax.devices() if d.process_index == p), key=lambda d: d.id)
-           for p in range(procs)]
-    return np.array([[own[p][i * local + t] for p in range(procs) for t in range(local)]
-                     for i in range(devices)])
-
-
-def run_mesh(devices: int, data: int, num_seeds: int, fsdp: int = 1, spread: bool = False):
-    """The run's devices as a mesh: `devices` groups of seeds ('seed') x `data` devices
-    per seed ('data', loop.DATA_AXIS; only when > 1), as mesh_devices lays them out. With
-    fsdp > 1 a seed's `data` devices are data / fsdp ('data') x fsdp ('fsdp',
-    fsdp_lib.FSDP_AXIS), device (i, j) the one that is i * fsdp + j of the seed's plain
-    data devices. None for one device (and one process). The counts are the plan's,
-    checked there (check_devices)."""
-    if devices * data <= 1:
-        return None
-    grid = mesh_devices(devices, data, spread)
-    if data == 1:
-        return jax.sharding.Mesh(grid.reshape(devices), ("seed",))
-    if fsdp > 1:
-        grid = grid.reshape(devices, data // fsdp, fsdp)
-        return jax.sharding.Mesh(grid, ("seed", loop.DATA_AXIS, fsdp_lib.FSDP_AXIS))
-    return jax.sharding.Mesh(grid, ("seed", loop.DATA_AXIS))

@@ -4,7 +4,7 @@ loads them from the persistent compilation cache instead of compiling them.
 XLA's compile of the chunk (the update inside it) is the peak of a training process:
 for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs about
 350 MiB (results/bench/LOG.md, "Peak RSS of a training process"). A process never gives
-that peak back, so driver.train(precompile=True) first runs
+that peak back, so driver.train (Settings(precompile=True)) first runs
 `python -m dreamerjax.run.precompile` in a child: the child builds the same trainer,
 lowers and compiles every jitted function of the run (init, chunk, evaluation, report)
 with the run's shapes and shardings into the persistent cache, and exits; the training
@@ -14,7 +14,7 @@ Nothing it does can change a result: the parent runs the executables XLA compile
 the very same programs, and where anything differs (another flag, another jax config) the
 parent's lookup misses and it compiles as before. Skipped when the cache is off
 (--no-compile-cache), for host envs (host_loop.py), for multi-process runs, and unless the
-caller asks for it (driver.train(precompile=True); the command line does, --no-precompile
+caller asks for it (Settings(precompile=True); the command line does, --no-precompile
 turns it off). A child that fails is reported on stderr and the run goes on.
 
 The parent's backend is up before the child starts (the plan checks the run's devices),

@@ -12,7 +12,7 @@ import numpy as np
 
 from dreamerjax.algo import spaces as spaces_lib
 from dreamerjax.config.defaults import Config
-from dreamerjax.run.trainers import to_host
+from dreamerjax.run.processes import to_host
 
 
 @dataclasses.dataclass(frozen=True)

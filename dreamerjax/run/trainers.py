@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import time
 import weakref
@@ -29,15 +30,13 @@ import numpy as np
 
 from dreamerjax import envs as envs_lib
 from dreamerjax.algo import agent as agent_lib
-from dreamerjax.algo import fsdp as fsdp_lib
 from dreamerjax.envs.host import base as host_lib
 from dreamerjax.run import acting, host_loop, loop, streams
-from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import Plan
+from dreamerjax.run.processes import env_part, to_host
 from dreamerjax.run.setup import SeedState, Setup
-
-P = jax.sharding.PartitionSpec
+from dreamerjax.run.sharding import P, env_axes, state_specs, with_host_replay, without_rows
 
 
 class Trainer(Protocol):
@@ -76,145 +75,6 @@ def _openl_of_seed(setup: Setup, states: SeedState, key) -> dict:
         _, batch, _ = replay_lib.replay_sample(first.replay, key, setup.run.batch_size,
                                                setup.window_length)
     return report.openl(first.agent.params, setup.config.agent, setup.spaces, batch)
-
-
-def seed_sharding(devices: int, num_seeds: int):
-    """NamedSharding of the seed axis over `devices` devices (None for one)."""
-    mesh = plan_lib.run_mesh(devices, 1, num_seeds)
-    return None if mesh is None else jax.sharding.NamedSharding(mesh, P("seed"))
-
-
-def env_axes(fsdp: int) -> str | tuple[str, str]:
-    """The mesh axes a seed's envs split over: 'data', or ('data', 'fsdp') jointly."""
-    return (loop.DATA_AXIS, fsdp_lib.FSDP_AXIS) if fsdp > 1 else loop.DATA_AXIS
-
-
-def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
-    """The PartitionSpec of every leaf of the run's state: the seed axis over 'seed'; with
-    data-parallel seeds the envs' axis of the env states, rows, policy carries and replay
-    over 'data' too (each data device keeps its own envs and their replay rows). With
-    fsdp > 1 the envs split over ('data', 'fsdp') and every leaf of the agent state is
-    split over 'fsdp' as algo/fsdp.py's rule says (parameters, slow critic, optimiser
-    moments; counters and the normaliser stay whole)."""
-    seed = P("seed")
-    env = P("seed", env_axes(fsdp)) if data else seed
-    specs = jax.tree.map(lambda _: seed, states)
-    if fsdp > 1:
-        specs = specs.replace(agent=jax.tree.map(
-            lambda x: P("seed", *fsdp_lib.spec_entries(x.shape, fsdp, 1)), states.agent))
-
-    def on_envs(tree):
-        return jax.tree.map(lambda _: env, tree)
-
-    replay = specs.replay.replace(data=on_envs(states.replay.data),
-                                  count=on_envs(states.replay.count),
-                                  prio=on_envs(states.replay.prio))
-    return specs.replace(env=on_envs(states.env), row=on_envs(states.row),
-                         carry=on_envs(states.carry), replay=replay)
-
-
-def with_host_replay(sharding, states: SeedState):
-    """The state's sharding (one Sharding for every leaf, or a tree of them) with the
-    replay's rows (states.replay.data) in pinned host memory (run.replay_memory host).
-    One device's: a NamedSharding over a 1-device mesh, whose memory kind, unlike a
-    SingleDeviceSharding's, the traced shapes of an abstract state carry too."""
-    if isinstance(sharding, jax.sharding.Sharding):
-        sharding = jax.tree.map(lambda _: sharding, states)
-
-    def host(sh):
-        if not isinstance(sh, jax.sharding.NamedSharding):
-            mesh = jax.sharding.Mesh(np.array(list(sh.device_set)), ("seed",))
-            sh = jax.sharding.NamedSharding(mesh, P())
-        return sh.with_memory_kind("pinned_host")
-
-    replay = sharding.replay
-    return sharding.replace(replay=replay.replace(data=jax.tree.map(host, replay.data)))
-
-
-def without_rows(tree: SeedState) -> SeedState:
-    """The state (or its sharding) less the replay's rows."""
-    return tree.replace(replay=tree.replay.replace(data=None))
-
-
-def to_host(tree):
-    """numpy copies of (possibly sharded) arrays; the arrays that span several processes
-    gathered from every process (each holds only its own devices' shards); host values
-    (numpy, the same on every process) as they are."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        from dreamerjax.run import distributed
-        leaves, treedef = jax.tree.flatten(tree)
-        spans = [i for i, x in enumerate(leaves)
-                 if isinstance(x, jax.Array) and not x.is_fully_addressable]
-        if spans:  # the same leaves on every process: all of them gather, or none
-            jax.block_until_ready(tree)  # its own work first: it may lag by minutes
-            distributed.barrier("to_host")
-            got = multihost_utils.process_allgather([leaves[i] for i in spans], tiled=True)
-            for i, x in zip(spans, got, strict=True):
-                leaves[i] = x
-        tree = jax.tree.unflatten(treedef, leaves)
-    return jax.tree.map(np.asarray, tree)
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvPart:
-    """The envs of a run that one process steps: the (seed, env) pairs whose rows live on
-    its devices under the run's [seeds, envs] sharding (all of them in a one-process
-    run), in the order of the seeds then the envs. Its host rows, actions and episode
-    ends are [k, ...] over these pairs; the devices see [seeds, envs, ...] arrays.
-
-    seed_index, env_index: [k] each pair's seed position and env index (the env's global
-    index within its seed: its reset seed, host_loop.env_seed(seed, env), does not
-    depend on the processes). sharding: of the [seeds, envs] leading axes, None when one
-    process holds every env (the trainer's plain numpy path)."""
-
-    shape: tuple[int, int]
-    seed_index: np.ndarray
-    env_index: np.ndarray
-    sharding: jax.sharding.NamedSharding | None
-
-    def to_devices(self, tree, lead: int = 0):
-        """Host [..., k, ...] leaves (k at axis `lead`) -> [..., seeds, envs, ...]: numpy
-        in one process, else arrays over the run's devices put together from every
-        process's own part."""
-        def one(x):
-            x = np.asarray(x)
-            full = (*x.shape[:lead], *self.shape, *x.shape[lead + 1:])
-            if self.sharding is None:
-                return x.reshape(full)
-            buf = np.zeros(full, x.dtype)
-            buf[(slice(None),) * lead + (self.seed_index, self.env_index)] = x
-            spec = P(*([None] * lead), *self.sharding.spec)
-            sh = jax.sharding.NamedSharding(self.sharding.mesh, spec)
-            return jax.make_array_from_callback(full, sh, lambda index: buf[index])
-
-        return jax.tree.map(one, tree)
-
-    def to_host(self, arr) -> np.ndarray:
-        """[seeds, envs, ...] from the devices -> this process's [k, ...], read from its
-        own shards only (an array over several processes has no whole value here)."""
-        if self.sharding is None:
-            x = np.asarray(arr)
-            return x.reshape(-1, *x.shape[2:])
-        buf = np.zeros(arr.shape, arr.dtype)
-        for shard in arr.addressable_shards:
-            buf[shard.index] = np.asarray(shard.data)
-        return buf[self.seed_index, self.env_index]
-
-
-def env_part(mesh, fsdp: int, seeds: int, envs: int) -> EnvPart:
-    """This process's EnvPart of a run's [seeds, envs] over `mesh` (None: one device)."""
-    if jax.process_count() == 1:
-        s, w = np.divmod(np.arange(seeds * envs), envs)
-        return EnvPart((seeds, envs), s, w, None)
-    sharding = jax.sharding.NamedSharding(mesh, P("seed", env_axes(fsdp)))
-    mine = np.zeros((seeds, envs), bool)
-    for index in sharding.addressable_devices_indices_map((seeds, envs)).values():
-        mine[index] = True
-    s, w = np.nonzero(mine)
-    return EnvPart((seeds, envs), s, w, sharding)
-
 
 @dataclasses.dataclass
 class _Shared:
@@ -375,9 +235,7 @@ class CompiledTrainer(_Shared):
         mesh, so every device keeps its own seeds through the whole chunk. Data-parallel
         seeds: run_chunk runs per device (shard_map) on its envs, replay and part of each
         batch, and the update averages the gradients over the data axis."""
-        def chunk(st, due):
-            return loop.run_chunk(setup, st, due)
-
+        chunk = functools.partial(loop.run_chunk, setup)  # (states, due) -> (states, ends)
         if self.host_replay:
             return self._host_replay_chunk(chunk)
         if self.mesh is None:

@@ -91,10 +91,14 @@ def plan_of_args(args: TrainArgs):
 def train_command(args: TrainArgs) -> int:
     import json
 
+    if args.distributed:  # before the driver's imports start a JAX backend
+        from dreamerjax.run import distributed
+        distributed.start(args.coordinator, args.num_processes, args.process_id)
     plan = plan_of_args(args)
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
     from dreamerjax.run import checkpoint, driver, guard
+    from dreamerjax.run.settings import Settings
 
     if resume:
         rows = checkpoint.complete_rows(out, plan.setup.run.steps)
@@ -108,10 +112,10 @@ def train_command(args: TrainArgs) -> int:
     stop = guard.StopRequest()
     signals = _stop_on_signals(stop.request)
     try:
-        recs = driver.train(plan, seeds, out, resume=resume,
-                            compile_cache=not args.no_compile_cache,
-                            stop=stop, target_return=args.target_return,
-                            **process_options(args)).records
+        settings = Settings(compile_cache=not args.no_compile_cache, stop=stop,
+                            **process_options(args))
+        recs = driver.train(plan, seeds, out, resume=resume, settings=settings,
+                            target_return=args.target_return).records
     finally:
         _restore_signals(signals)
     if recs:
@@ -140,7 +144,7 @@ def opted_in(args, name: str) -> bool:
 
 
 def process_options(args) -> dict[str, bool]:
-    """driver.train's precompile and malloc_trim for this command."""
+    """The precompile and malloc_trim of this command's Settings (run/settings.py)."""
     return {name: opted_in(args, name) for name in ("precompile", "malloc_trim")}
 
 
@@ -397,41 +401,28 @@ def merge_command(args: MergeArgs) -> int:
     return 0
 
 
-def run(args: Any) -> int:
-    """Validate parsed arguments and run their subcommand; returns the exit status."""
-    args = args.validate()
-    if isinstance(args, TrainArgs):
-        if args.distributed:  # before the driver's imports start a JAX backend
-            from dreamerjax.run import distributed
-            distributed.start(args.coordinator, args.num_processes, args.process_id)
-        return train_command(args)
-    if isinstance(args, EvalArgs):
-        return eval_command(args)
-    if isinstance(args, InfoArgs):
-        return info_command(args)
-    if isinstance(args, ExportArgs):
-        return export_command(args)
-    if isinstance(args, ParityArgs):
-        from dreamerjax.tools.parity import main_parity
-        return _code(main_parity(str(args.directory), args.strict))
-    if isinstance(args, CompareArgs):
-        from dreamerjax.tools.protocol import compare_main
-        return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
-                                  _str_or_none(args.out), seeds=None, smoke=args.smoke))
-    if isinstance(args, SummaryArgs):
-        return summary_command(args)
-    if isinstance(args, MergeArgs):
-        return merge_command(args)
-    if isinstance(args, BenchArgs):
-        from dreamerjax.tools import bench
-        return _code(bench.main(args))
-    if isinstance(args, DemoArgs):
-        return _demo(args)
-    if isinstance(args, EnvsArgs):
-        return envs_command(args)
-    if isinstance(args, ReplayArgs):
-        return replay_command(args)
-    raise TypeError(f"unknown command {type(args).__name__}")
+def parity_command(args: ParityArgs) -> int:
+    from dreamerjax.tools.parity import main_parity
+    return _code(main_parity(str(args.directory), args.strict))
+
+
+def compare_command(args: CompareArgs) -> int:
+    from dreamerjax.tools.protocol import compare_main
+    return _code(compare_main(str(args.run_dir), _str_or_none(args.reference),
+                              _str_or_none(args.out), seeds=None, smoke=args.smoke))
+
+
+def bench_command(args: BenchArgs) -> int:
+    from dreamerjax.tools import bench
+    return _code(bench.main(args))
+
+
+# Each subcommand's validated arguments -> the function that runs it (main calls it).
+COMMANDS = {TrainArgs: train_command, EvalArgs: eval_command, InfoArgs: info_command,
+            ExportArgs: export_command, ParityArgs: parity_command,
+            CompareArgs: compare_command, SummaryArgs: summary_command,
+            MergeArgs: merge_command, BenchArgs: bench_command, DemoArgs: _demo,
+            EnvsArgs: envs_command, ReplayArgs: replay_command}
 
 
 def parse(argv: Sequence[str] | None = None) -> Any:
@@ -501,7 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if imports:  # after the XLA options: a module may start JAX's backend
             from dreamerjax.run import api
             api.imported_modules(imports)
-        return run(args)
+        args = args.validate()
+        return COMMANDS[type(args)](args)
     except ArgumentError as e:
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -1,0 +1,26 @@
+"""What a train() call may change in its process, and what may stop it from outside: one
+frozen value, `Settings`, given as train(..., settings=...). The defaults change nothing;
+`dreamerjax.cli_settings()` returns the command line's."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from dreamerjax.run.guard import StopRequest
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """compile_cache: a directory for jax.config's persistent compilation cache (True:
+    the command line's, ~/.cache/dreamerjax/jax; None, the default, leaves jax.config
+    alone). precompile: first compile the run's programs in a child process
+    (run/precompile.py; needs the cache), so this process never holds XLA's compile peak.
+    malloc_trim: hand glibc's freed heap back after compiles and before each chunk. None
+    of the three changes a number of the run. stop: a StopRequest that asks the run to
+    stop at its next safe point (the command line's SIGTERM / SIGINT handler holds one)."""
+
+    compile_cache: bool | str | os.PathLike | None = None
+    precompile: bool = False
+    malloc_trim: bool = False
+    stop: StopRequest | None = None
