@@ -35,7 +35,7 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records, status, transfer
+from dreamerjax.run import host_time, outputs, records, replay_files, status, transfer
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import resume as resume_lib
@@ -45,7 +45,7 @@ from dreamerjax.run.plan import Plan
 from dreamerjax.run.report import should_report, write_report
 from dreamerjax.run.result import TrainResult, params_by_seed
 from dreamerjax.run.setup import SeedState
-from dreamerjax.run.trainers import Trainer, make_trainer, to_host
+from dreamerjax.run.trainers import Trainer, make_trainer, to_host, without_rows
 
 # ----------------------------------------------------------------------------- driver
 
@@ -60,6 +60,7 @@ class Run:
     trainer: Trainer
     callbacks: Sequence[Callback]
     primary: bool
+    files: replay_files.ReplayFiles | None = None  # the replay's files (set by _run)
 
     @property
     def num_logs(self) -> int:
@@ -285,6 +286,8 @@ def _run(run: Run, resume: bool, loop: _Loop,
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
         states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
+    run.files = replay_files.start(run.out, run.seeds, states.replay,
+                                   run.config.agent.rssm.classes, found, resume, run.primary)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = status.progress_bar(loop.progress and run.primary, run_cfg.steps,
@@ -316,6 +319,7 @@ def _run(run: Run, resume: bool, loop: _Loop,
                                 scales, bar, run_cfg.eval_every, run.primary and loop.progress)
             if loop.stop.reason:
                 break
+    run.files.close()
     if bar is not None:
         bar.close()
     if loop.stop.reason and written:  # after the bar is closed: the reason on its own line
@@ -356,10 +360,25 @@ def _interval(run: Run, states: SeedState, log_index: int, writer, t0: float,
         writer.add_records(point.records)
         for r in point.records:
             writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
+        run.files.add(states.replay)  # the interval's rows to the chunk files
     states = states.replace(window=metric_window.reset(states.window))
     if _should_checkpoint(run.config, log_index, run.num_logs) or (
             loop.stop.reason and run.config.run.checkpoint_every > 0):
         wall = time.time() - t0
         with phases("checkpoint"):
-            ckpt.save(run.out, log_index, states, _meta(run, point, host, writer, wall))
+            states = _checkpoint(run, states, log_index, _meta(run, point, host, writer, wall))
     return states, point
+
+
+def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict) -> SeedState:
+    """Checkpoint `log_index`: the replay files brought up to it (run/replay_files.py),
+    then the state less the replay's rows, with the files' state in its meta. Returns the
+    state with the saved latents' marks cleared."""
+    part = run.files.checkpoint(states.replay, log_index)
+    meta[replay_files.META_KEY] = replay_files.gather_meta(part)
+    states = states.replace(replay=replay_files.clear_dirty(states.replay))
+    ckpt.save(run.out, log_index, without_rows(states), meta)
+    if run.primary:  # the latent files no kept checkpoint lists
+        kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
+        replay_files.remove_unreferenced(run.out, run.seeds, kept)
+    return states
