@@ -428,11 +428,13 @@ def remove_unreferenced(run_dir: str | os.PathLike, seeds: Sequence[int],
 # ----------------------------------------------------------------------------- reading
 
 
-def _stream_tail(directory: Path, state: Mapping, need: int, env: int) -> list:
+def _stream_tail(directory: Path, state: Mapping, need: int, env: int,
+                 ends: frozenset = frozenset()) -> list:
     """The chunk names holding the last `need` rows of the stream whose writer state is
     `state` (its last chunk names state["uuid"] as successor), oldest first. Chunks after
     it (a later, lost part of the run) are not read. ReplayFilesError naming the chunk
-    that is missing."""
+    that is missing by what its name holds (`*-{uuid}-{succ}-*.npz`, the uuid where its
+    predecessor names it); ends: every stream's state["uuid"] in the directory."""
     chunks = _chunks()
     by_succ, uuids = {}, set()
     for path in directory.glob("*.npz"):
@@ -446,17 +448,14 @@ def _stream_tail(directory: Path, state: Mapping, need: int, env: int) -> list:
     while rows < need:
         name = by_succ.get(succ)
         if name is None:
-            missing = f"{need - rows} of the {need} rows the replay holds are in no file"
-            if not out:
-                raise ReplayFilesError(f"{directory}: the last chunk of env {env}'s stream "
-                                       f"(successor {succ}) is missing; {missing}")
-            # the missing chunk's own uuid: what its predecessor names as successor
+            # its own uuid: what a predecessor names as a successor not on disk
             dangling = [n.succ for n in by_succ.values()
-                        if n.succ not in uuids and n.succ != state["uuid"]]
-            which = f"chunk {dangling[0]}" if len(dangling) == 1 else "a chunk"
+                        if n.succ not in uuids and n.succ not in ends | {state["uuid"]}]
+            pattern = (f"*-{dangling[0]}-{succ}-*.npz" if len(dangling) == 1
+                       else f"*-{succ}-*.npz")
             raise ReplayFilesError(
-                f"{directory}: {which} of env {env}'s stream, the one before "
-                f"{out[0].filename}, is missing; {missing}")
+                f"{directory}: chunk {pattern} of env {env}'s stream is missing; "
+                f"{need - rows} of the {need} rows the replay holds are in no file")
         out.insert(0, name)
         rows += name.length
         succ = name.uuid
@@ -489,7 +488,9 @@ def ring(run_dir: str | os.PathLike, seeds: Sequence[int], meta: Mapping, target
             raise ReplayFilesError(f"{directory}: the checkpoint has no stream of env {e}")
         if rows == lo:
             continue
-        names = _stream_tail(directory, streams[key], rows - lo, e)
+        ends = frozenset(v["uuid"] for k, v in streams.items()
+                         if k.split("/")[0] == str(seeds[s]))
+        names = _stream_tail(directory, streams[key], rows - lo, e, ends)
         try:
             parts = [chunks.read_chunk(directory, name) for name in names]
         except chunks.ReplayDirError as err:
