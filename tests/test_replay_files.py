@@ -10,8 +10,10 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from _runs import small_config, without_timing
+from _runs import SMALL_RUN, small_config, without_timing
 
+from dreamerjax.config.keys import ConfigError
+from dreamerjax.config.resolve import make_config
 from dreamerjax.run import checkpoint as ckpt
 from dreamerjax.run import chunks, driver, records, replay_files, resume
 from dreamerjax.run.plan import make_plan
@@ -20,9 +22,9 @@ from dreamerjax.run.trainers import make_trainer
 SEEDS = (0, 1)
 
 
-def _train(out, **kw):
-    return driver.train(small_config(), SEEDS, str(out), progress=False, report=False,
-                        compile_cache=False, **kw).records
+def _train(out, config=None, **kw):
+    return driver.train(config or small_config(), SEEDS, str(out), progress=False,
+                        report=False, compile_cache=False, **kw).records
 
 
 def _state(run_dir, index=None):
@@ -40,10 +42,12 @@ def _bytes(x):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The small run whole, and stopped at row 160 then resumed to its end."""
+    """The small run whole (every checkpoint kept: run.checkpoint_keep all), and stopped
+    at row 160 then resumed to its end (the last two kept, the default)."""
     base = tmp_path_factory.mktemp("replay_files")
     whole, split = base / "whole", base / "split"
-    _train(whole)
+    _train(whole, make_config("CartPole-v1", tiny=True, steps=240,
+                              sets=["run.checkpoint_keep=all"], **SMALL_RUN))
     _train(split, stop_after_rows=160)
     stopped = base / "stopped"
     shutil.copytree(split, stopped)  # the run at its checkpoint of row 160
@@ -154,3 +158,22 @@ def test_a_damaged_chunk_is_named_on_resume(runs, tmp_path):
     victim.write_bytes(victim.read_bytes()[:100])
     with pytest.raises(replay_files.ReplayFilesError, match=victim.name):
         _train(run, resume=True)
+
+
+def test_checkpoint_keep_all_keeps_a_series(runs):
+    assert ckpt.indices(runs["whole"]) == [0, 1, 2]
+    assert ckpt.indices(runs["split"]) == [1, 2]
+    # every kept checkpoint resumes: each one's ring rebuilt from the files
+    first = _state(runs["whole"], 1)
+    assert int(np.asarray(first.replay.count).min()) == 20
+
+
+def test_checkpoint_keep_is_checked_naming_the_key():
+    assert make_config("CartPole-v1", sets=["run.checkpoint_keep=all"]).run.checkpoint_keep == 0
+    assert make_config("CartPole-v1", sets=["run.checkpoint_keep=5"]).run.checkpoint_keep == 5
+    with pytest.raises(ConfigError, match=r"^--set run.checkpoint_keep=some: "
+                       r"run.checkpoint_keep: expects an int or all, got 'some'$"):
+        make_config("CartPole-v1", sets=["run.checkpoint_keep=some"])
+    from dreamerjax.config.validate import validate
+    with pytest.raises(ConfigError, match=r"^run.checkpoint_keep: must be >= 0, got -1"):
+        validate(make_config("CartPole-v1", sets=["run.checkpoint_keep=-1"]))

@@ -253,6 +253,10 @@ class RunConfig:
     eval_every: int = 2000
     eval_episodes: int = 10
     checkpoint_every: int = 1  # log points between checkpoints
+    # run.checkpoint_keep (ours): the newest checkpoints kept; 0 (spelled `all`): every
+    # one, a series of the run's agents (the replay is in its files, run/replay_files.py,
+    # so a checkpoint is the agent, the optimiser and the counters).
+    checkpoint_keep: int = 2
     # run.report_every_logs (ours): log points between open-loop reports (viz/report.py;
     # also the last log point's); 0: never. The default keeps the report a small part of
     # a log interval (results/bench/LOG.md, "What a log point costs on the host").

@@ -176,6 +176,7 @@ REFERENCE_KEYS: dict[str, str] = {
 OUR_KEYS: dict[str, str] = {
     "run.eval_every_rows": "run.eval_every",
     "run.checkpoint_every": "run.checkpoint_every",
+    "run.checkpoint_keep": "run.checkpoint_keep",
     "run.report_every_logs": "run.report_every",
     "run.replay_capacity": "run.replay_capacity",
     "run.seed_loop": "run.seed_loop",
@@ -341,7 +342,11 @@ def _without_retired(flat: Mapping[str, Any]) -> dict[str, Any]:
 # changes a shape or the algorithm. run.steps may only grow (steps_may_grow);
 # logger.outputs: an output added starts at the resumed log point, one left out stops
 # (run/outputs.py).
-RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
+# Words a key takes in place of a number: {key: {word: value}}.
+KEY_WORDS: dict[str, dict[str, Any]] = {"run.checkpoint_keep": {"all": 0}}
+
+RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.checkpoint_keep",
+                              "run.driver_parallel",
                               "run.report_every", "run.replay_memory", "logger.outputs"})
 
 

@@ -377,7 +377,8 @@ def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict) -> Seed
     part = run.files.checkpoint(states.replay, log_index)
     meta[replay_files.META_KEY] = replay_files.gather_meta(part)
     states = states.replace(replay=replay_files.clear_dirty(states.replay))
-    ckpt.save(run.out, log_index, without_rows(states), meta)
+    ckpt.save(run.out, log_index, without_rows(states), meta,
+              keep=run.config.run.checkpoint_keep)
     if run.primary:  # the latent files no kept checkpoint lists
         kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
         replay_files.remove_unreferenced(run.out, run.seeds, kept)
