@@ -4,6 +4,17 @@ whole state with the ring (prints JSON; asserts nothing).
 
     python benchmarks/replay_files_bytes.py [--env CartPole-v1] [--size 1m]
         [--steps 20000] [--logs 2] [--out FILE]
+    python benchmarks/replay_files_bytes.py --shapes --env atari_pong --configs atari
+        --reference e3f0224 --size 200m
+
+--shapes trains nothing: it computes one seed's bytes per log point from the run's state
+shapes (the config as `dreamerjax info` resolves it; nothing allocated): before, the
+checkpoint of the whole state with the ring; after, the log point's new rows as chunk
+rows (run/chunks.chunk_rows: the observation, action, reward, flags, the latents as
+'dyn/deter' and one-hot 'dyn/stoch', 'stepid'; uncompressed, an upper bound of
+savez_compressed), the checkpoint without the ring, and at most the latents of every row
+the interval's updates wrote back (updates x batch_size x batch_length rows; a row drawn
+twice is written once), which the snapshot rule (run/replay_files.py) at most doubles.
 
 Trains the config (the CartPole protocol's by default: 16 envs, a log point every 2,000
 rows, the ring sized by --steps: 1,250 rows per env) for --logs log points (stop_after_rows)
@@ -37,7 +48,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--logs", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--shapes", action="store_true")
+    parser.add_argument("--configs", nargs="*", default=())
+    parser.add_argument("--reference", default=None)
     args = parser.parse_args(argv)
+    if args.shapes:
+        result = from_shapes(args)
+        print(json.dumps(result, indent=1))
+        return result
 
     import jax
 
@@ -97,6 +115,53 @@ def main(argv=None) -> dict:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         Path(args.out).write_text(text + "\n")
     return result
+
+
+def from_shapes(args) -> dict:
+    import jax
+    import numpy as np
+
+    from dreamerjax.config.resolve import make_config
+    from dreamerjax.run import loop
+    from dreamerjax.run import setup as setup_lib
+    from dreamerjax.run.trainers import without_rows
+
+    config = make_config(args.env, configs=list(args.configs), reference=args.reference,
+                         size=args.size)
+    run, rssm = config.run, config.agent.rssm
+    setup = setup_lib.make_setup(config)
+    state = jax.eval_shape(lambda k: loop.init_seed(setup, k, loop.metric_names(setup)),
+                           jax.random.PRNGKey(0))
+
+    def nbytes(tree):
+        return sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+                   for x in jax.tree.leaves(tree))
+
+    data = state.replay.data
+    per_row = {k: nbytes(v) // (run.num_envs * setup.capacity) for k, v in data.items()}
+    ring = nbytes(data)
+    index = nbytes(without_rows(state).replay)
+    mask = run.num_envs * setup.capacity  # ReplayState.dirty, one byte per row: new
+    checkpoint = nbytes(without_rows(state))
+    chunk_row = (per_row["obs"] + per_row["action"] + per_row["reward"] + 3
+                 + 4 * rssm.deter + 4 * rssm.stoch * rssm.classes + 20)
+    updates = run.eval_every * run.train_ratio / (run.batch_size * run.batch_length)
+    written_back = int(updates * run.batch_size * run.batch_length)
+    latent_row = 4 + 8 + per_row["deter"] + per_row["stoch"]
+    rows = run.eval_every
+    after = rows * chunk_row + checkpoint + written_back * latent_row
+    return {
+        "benchmark": "replay_files_bytes", "mode": "shapes", "env": run.env,
+        "configs": list(args.configs), "reference": config.agent.reference,
+        "size": args.size, "num_envs": run.num_envs, "replay_rows_per_env": setup.capacity,
+        "row_bytes": per_row, "ring_bytes": ring, "eval_every": rows,
+        "updates_per_log_point": updates, "rows_written_back_at_most": written_back,
+        "before": {"checkpoint_bytes": ring + checkpoint - mask},
+        "after": {"chunk_bytes_uncompressed": rows * chunk_row, "chunk_row_bytes": chunk_row,
+                  "checkpoint_bytes": checkpoint, "replay_index_bytes": index,
+                  "latent_bytes_at_most": written_back * latent_row,
+                  "latent_row_bytes": latent_row, "total_at_most": after,
+                  "total_at_most_with_snapshots": after + written_back * latent_row}}
 
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ checkpoint writes the latents of the marked rows the ring still holds to one fil
 seed and process (env [M] int32, row [M] int64, deter [M, D], stoch [M, S]), then clears
 the mask. A resume applies a seed's files after its chunks, oldest first, so every row
 gets the value it had at the checkpoint, bit for bit. The files a checkpoint needs are
-listed in its meta; after COMPACT_AFTER of them, a checkpoint merges them into one (the
-newest value of each row the ring still holds), so a resume reads at most the ring's
-latents once plus COMPACT_AFTER deltas. Files that no kept checkpoint lists are removed.
+listed in its meta. The snapshot rule: when the listed files and the new one would hold
+more bytes than the latents of every row the ring holds, the checkpoint writes those
+(a snapshot, read from the ring) in place of the new file and lists it alone; so the
+listed files stay under twice the ring's latents, and each row-latent written costs at
+most one more in a snapshot. Files that no kept checkpoint lists are removed.
 
 The writers' state (where each env's chunk sequence stands) and the latent files' list go
 into the checkpoint's meta (META_KEY); a resume continues the same chunk sequences, and
@@ -53,7 +55,6 @@ import numpy as np
 REPLAY_DIR = "replay"
 LATENTS_DIR = "latents"
 META_KEY = "replay_files"  # in a checkpoint's meta: the writers' state and latent files
-COMPACT_AFTER = 16  # latent files per seed and process before a checkpoint merges them
 CHUNKSIZE = 1024  # rows per chunk file: the reference's replay.chunksize (configs.yaml)
 LATENT_KEYS = ("deter", "stoch")  # the row entries the latent write-back changes
 
@@ -262,7 +263,7 @@ class ReplayFiles:
 
     def checkpoint(self, replay, index: int) -> dict:
         """At checkpoint `index`: every writer's partial chunk written, the latents of the
-        rows changed since the last checkpoint written (or merged, COMPACT_AFTER), and
+        rows changed since the last checkpoint written (or a snapshot of them all), and
         this process's part of the meta (gathered with every process's: `meta`)."""
         self.add(replay)
         for writer in self.writers.values():
@@ -277,15 +278,18 @@ class ReplayFiles:
         for writer in self.writers.values():
             writer.flush()
 
-    def _write_latents(self, replay, index: int) -> dict[str, list[str]]:
-        if replay.dirty is None:
-            return {}
+    def _latent_entries(self, replay, everything: bool) -> dict[int, dict[str, np.ndarray]]:
+        """{seed position: latent entry} of this process's rows marked dirty (or, with
+        everything, of every row the ring holds): env [M], row [M], deter, stoch."""
         count, cap = _local_count(replay), replay.capacity
         host = replay.memory == "host"
         by_seed: dict[int, dict[str, list]] = {}
         for index_sl, mask in _shards(replay.dirty):
             s0, e0 = index_sl[0].start or 0, index_sl[1].start or 0
-            s, e, slot = np.nonzero(np.asarray(mask))
+            mask = np.asarray(mask)
+            if everything:
+                mask = np.broadcast_to(np.arange(cap) < count, mask.shape)
+            s, e, slot = np.nonzero(mask)
             if not s.size:
                 continue
             m, pad = s.size, _bucket(s.size) - s.size
@@ -302,23 +306,37 @@ class ReplayFiles:
                 out["row"].append(_held_row(slot[sel], count, cap).astype(np.int64))
                 for key in LATENT_KEYS:
                     out[key].append(values[key][sel])
+        return {s: {k: np.concatenate(v) for k, v in parts.items()}
+                for s, parts in by_seed.items()}
+
+    def _write_latents(self, replay, index: int) -> dict[str, list[str]]:
+        """This process's latent file of checkpoint `index` per seed (none where no row
+        changed): the rows marked dirty, or a snapshot of every held row once the listed
+        files would outgrow one (the module's snapshot rule). Returns {seed: the files it needs}."""
+        if replay.dirty is None:
+            return {str(self.seeds[s]): [] for s in self.latents}
+        count, cap = _local_count(replay), replay.capacity
+        entries = self._latent_entries(replay, everything=False)
+        row_bytes = 12 + sum(replay.data[k].dtype.itemsize * replay.data[k].shape[-1]
+                             for k in LATENT_KEYS)
+        envs = {s: sum(1 for q, _ in self.pairs if q == s) for s in self.latents}
+        snapshot = None
         lists = {}
         for s in sorted(self.latents):
-            parts = by_seed.get(s)
-            entry = {k: np.concatenate(v) for k, v in parts.items()} if parts else None
-            files = self.latents[s]
-            if entry is None and not files:
-                lists[str(self.seeds[s])] = []
+            entry, files = entries.get(s), self.latents[s]
+            if entry is None:
+                lists[str(self.seeds[s])] = list(files)
                 continue
-            if len(files) >= COMPACT_AFTER:  # one file of the newest values instead
-                merged = _merge([_read_latents(self.run_dir, self.seeds[s], f)
-                                 for f in files] + ([entry] if entry else []), count, cap)
-                entry, files = merged, []
-            if entry is not None:
-                name = _latent_name(index, self.process)
-                _write_npz(_latents_dir(self.run_dir, self.seeds[s]) / name, entry)
-                files = [*files, name]
-            self.latents[s] = files
+            directory = _latents_dir(self.run_dir, self.seeds[s])
+            listed = sum((directory / f).stat().st_size for f in files
+                         if (directory / f).exists())
+            if listed + entry["row"].size * row_bytes > min(count, cap) * envs[s] * row_bytes:
+                if snapshot is None:
+                    snapshot = self._latent_entries(replay, everything=True)
+                entry, files = snapshot[s], []
+            name = _latent_name(index, self.process)
+            _write_npz(directory / name, entry)
+            self.latents[s] = files = [*files, name]
             lists[str(self.seeds[s])] = list(files)
         return lists
 
@@ -366,20 +384,6 @@ def _read_latents(run_dir, seed: int, name: str) -> dict[str, np.ndarray]:
                                ) from None
     except Exception as e:  # noqa: BLE001 - a damaged file, whatever numpy says of it
         raise ReplayFilesError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
-
-
-def _merge(entries: Sequence[Mapping[str, np.ndarray]], count: int, capacity: int
-           ) -> dict[str, np.ndarray]:
-    """One latent entry of the newest value of every row of `entries` (oldest first) that
-    the ring still holds after `count` rows."""
-    cat = {k: np.concatenate([x[k] for x in entries]) for k in ("env", "row", *LATENT_KEYS)}
-    keep = cat["row"] >= count - capacity
-    order = np.arange(cat["row"].size)
-    # the last occurrence of each (env, row): unique over the reversed arrays
-    pairs = np.stack([cat["env"].astype(np.int64), cat["row"]], 1)[keep][::-1]
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    pick = order[keep][::-1][np.sort(first)]
-    return {k: v[np.sort(pick)] for k, v in cat.items()}
 
 
 def gather_meta(part: dict) -> dict:
