@@ -174,7 +174,8 @@ def start(run_dir: str | os.PathLike, seeds: Sequence[int], replay, classes: int
           chunksize: int = CHUNKSIZE) -> ReplayFiles:
     """The run's ReplayFiles: fresh, or continuing checkpoint `found` (resume_point's).
     A resume with no checkpoint (killed before its first) starts the files again: what a
-    killed run wrote is removed first."""
+    killed run wrote is removed first. A fresh run whose replay was filled before its
+    first tick (run.replay_from) begins its streams with the rows the ring holds."""
     import shutil
 
     from dreamerjax.run import checkpoint as ckpt
@@ -183,8 +184,13 @@ def start(run_dir: str | os.PathLike, seeds: Sequence[int], replay, classes: int
         shutil.rmtree(Path(run_dir) / REPLAY_DIR, ignore_errors=True)
     ckpt.sync("dreamerjax_replay_files")
     meta = found[1].get(META_KEY) if found else None
-    return ReplayFiles(run_dir, seeds, pairs_of(replay), chunksize, classes, meta,
-                       found[0] if found else None)
+    files = ReplayFiles(run_dir, seeds, pairs_of(replay), chunksize, classes, meta,
+                        found[0] if found else None)
+    if meta is None:  # a fresh run's replay may hold rows already (run.replay_from)
+        count = _local_count(replay)
+        files.rows = count - min(count, replay.capacity)  # those the ring holds: written
+        files.add(replay)
+    return files
 
 
 def _chunks():
