@@ -13,7 +13,8 @@ from dreamerjax.run.records import read_records
 from dreamerjax.tools import args as cli_args
 from dreamerjax.tools import cli
 
-SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo", "merge")
+SUBCOMMANDS = ("train", "eval", "info", "parity", "compare", "bench", "demo", "merge",
+               "replay")
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

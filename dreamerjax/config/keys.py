@@ -108,6 +108,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "run.train_ratio": "run.train_ratio",  # :52
     "run.train_fill": "run.train_fill",  # :53
     "replay.size": "run.replay_size",  # :12
+    "replay.chunksize": "run.replay_chunksize",  # :18
     # :14-17; the selector mixture (data/replay.py Selector).
     **{f"replay.fracs.{k}": f"run.replay_{k}" for k in ("uniform", "priority", "recency")},
     **{f"replay.prio.{k}": f"run.replay_prio_{k}"
@@ -184,6 +185,9 @@ OUR_KEYS: dict[str, str] = {
     # Read by the reference's train loop (embodied/run/train.py:89 @e3f0224), which has
     # no such key in its configs.yaml.
     "run.from_checkpoint_regex": "run.from_checkpoint_regex",
+    # Training from a replay directory (run/replay_dir.py, docs/replay.md).
+    "run.replay_from": "run.replay_from",
+    "run.offline": "run.offline",
     # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.
     "jax.train_mesh": "run.train_mesh",
     "dec.simple.vec_outscale": "agent.dec.vec_outscale",
@@ -211,7 +215,8 @@ MAY_BE_INFINITE = frozenset({"replay.prio.initial"})
 
 # String keys whose empty value means "left to the package" (LoggerConfig).
 MAY_BE_EMPTY = frozenset({"logger.wandb.project", "logger.wandb.entity", "logger.mlflow.uri",
-                          "run.from_checkpoint", "run.from_checkpoint_regex"})
+                          "run.from_checkpoint", "run.from_checkpoint_regex",
+                          "run.replay_from"})
 
 KEYS: dict[str, str] = {**REFERENCE_KEYS, **OUR_KEYS}
 
@@ -287,8 +292,8 @@ REFUSED: dict[str, str] = {
     "logger.timer": "timers are not reported",
     "logger.fps": "episode videos are written by `dreamerjax eval --video` at their own rate",
     "logger.user": "expa, the reference's internal logger, is not implemented",
-    "replay.chunksize": "the replay lives on the device, not in saved chunks",
-    "replay.save_wait": "the replay lives on the device, not in saved chunks",
+    "replay.save_wait": ("the replay's chunk files are written at each log point and "
+                         "checkpoint, and waited for (run/replay_files.py)"),
     "jax.platform": "JAX picks its backend (set JAX_PLATFORMS)",
     "jax.jit": "training is always compiled",
     "jax.prealloc": "set XLA_PYTHON_CLIENT_PREALLOCATE",
@@ -368,6 +373,8 @@ FLAG_KEYS: dict[str, str] = {
     "checkpoint_every": "run.checkpoint_every",
     "report_every": "run.report_every_logs",
     "driver_parallel": "run.driver_parallel",
+    "replay_from": "run.replay_from",
+    "offline": "run.offline",
     "twohot_mean": "twohot_mean",
     "reference": "reference",
     "cnn_mults": r"(enc|dec)\.simple\.mults",

@@ -43,6 +43,7 @@ from dreamerjax.config.keys import (
 
 _POSITIVE = (
     "run.steps", "run.num_envs", "run.eval_eps", "run.eval_every_rows", "replay.size",
+    "replay.chunksize",
     "batch_size", "imag_length", "horizon", "dyn.rssm.deter", "dyn.rssm.hidden",
     "dyn.rssm.stoch", "dyn.rssm.classes", "dyn.rssm.blocks", "dyn.rssm.imglayers",
     "dyn.rssm.obslayers", "dyn.rssm.dynlayers", "enc.simple.depth", "enc.simple.units",
@@ -280,6 +281,9 @@ def _check_choices(flat: dict[str, Any]) -> None:
                           f"{', '.join(TWOHOT_MEANS)}")
     _validate_logger(flat)
     _check_replay_selectors(flat)
+    if flat["run.offline"] and not flat["run.replay_from"]:
+        raise ConfigError("run.offline: an offline run trains on a replay directory's rows",
+                          fix=(("run.replay_from", "DIR"),))
 
 
 # replay.priosignal values (agent.py:204-221 @29eb964).

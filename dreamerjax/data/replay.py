@@ -237,6 +237,44 @@ def replay_add(state: ReplayState, rows: dict) -> ReplayState:
     return _added(state, data)
 
 
+def replay_fill(state: ReplayState, rows: dict, online: bool = True) -> ReplayState:
+    """The state after replay_add of T ticks of rows, `rows[k]` [E, T, ...] (tick t's
+    rows at [:, t]), bit for bit, written at once: only the last `capacity` ticks reach
+    the ring. One seed's state (no seed axis); numpy leaves stay numpy (a host replay
+    before it is placed), others become jax arrays.
+
+    online=False then empties the online queue (every entry pushed so far counts as
+    consumed): a replay filled from files queues nothing, as the reference's Replay.load
+    inserts the items of loaded chunks without queueing them (embodied/core/replay.py:
+    353-359 @e3f0224)."""
+    ticks = {int(jnp.shape(v)[1]) for v in jax.tree.leaves(rows)}
+    if len(ticks) != 1:
+        raise ValueError(f"rows need one time axis of the same length, got {sorted(ticks)}")
+    T = ticks.pop()
+    E, cap = state.num_envs, state.capacity
+    n = min(T, cap)
+    count = np.asarray(state.count).astype(np.int64)
+    slots = (int(count[0]) + np.arange(T - n, T)) % cap  # distinct: n <= cap
+
+    def fill(v, r):
+        r = r[:, T - n:]
+        if isinstance(v, np.ndarray):
+            out = v.copy()
+            out[:, slots] = np.asarray(r, v.dtype)
+            return out
+        return jnp.asarray(v).at[:, slots].set(jnp.asarray(r, v.dtype))
+
+    data = jax.tree.map(fill, state.data, rows)
+    new = state.replace(data=data, count=jnp.asarray(count + T, jnp.int32))
+    if state.prio is not None:
+        prio = jnp.asarray(state.prio).at[:, slots].set(jnp.float32(state.selector.initial))
+        new = new.replace(prio=prio)
+    if not online:  # the queue's tail, _online_window's: E entries per window of L rows
+        tail = E * jnp.maximum((new.count[0] - 1) // state.length, 0)
+        new = new.replace(online_head=jnp.maximum(new.online_head, tail).astype(jnp.int32))
+    return new
+
+
 def _added(state: ReplayState, data: dict) -> ReplayState:
     """The state after replay_add wrote `data`: the counts, priorities and (clear) dirty
     marks of the new row."""

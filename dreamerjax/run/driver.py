@@ -35,7 +35,15 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records, replay_files, status, transfer
+from dreamerjax.run import (
+    host_time,
+    outputs,
+    records,
+    replay_dir,
+    replay_files,
+    status,
+    transfer,
+)
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import resume as resume_lib
@@ -286,8 +294,11 @@ def _run(run: Run, resume: bool, loop: _Loop,
         states, start_log, wall0 = run.trainer.init(), 0, 0.0
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
         states = transfer.load_into(states, run.config, run.seeds, run.trainer.setup.spaces)
+        if run.config.run.replay_from:  # run.replay_from: rows before the first tick
+            states = replay_dir.fill_states(states, run.trainer.setup, run.seeds)
     run.files = replay_files.start(run.out, run.seeds, states.replay,
-                                   run.config.agent.rssm.classes, found, resume, run.primary)
+                                   run.config.agent.rssm.classes, found, resume, run.primary,
+                                   run.config.run.replay_chunksize)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = status.progress_bar(loop.progress and run.primary, run_cfg.steps,

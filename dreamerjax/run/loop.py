@@ -216,10 +216,19 @@ def train_once(setup: Setup, s: SeedState) -> SeedState:
 def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
     """Scan over the ticks of one log interval. states has a leading seed axis; updates_due
     [ticks] is the number of updates due after each tick (shared by all seeds, so the update
-    loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs])."""
+    loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs]).
+    An offline run (run.offline) takes no env step: a tick is its updates alone, on the
+    rows its replay was filled with (run/replay_dir.py), and no episode ends."""
+
+    def act(states):
+        return over_seeds(setup, lambda s: act_and_store(setup, s), states)
 
     def tick(states, n):
-        states, ends = over_seeds(setup, lambda s: act_and_store(setup, s), states)
+        if setup.run.offline:  # the ends of a tick where no episode ended
+            ends = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                                jax.eval_shape(act, states)[1])
+        else:
+            states, ends = act(states)
         states = jax.lax.fori_loop(
             0, n, lambda _, st: over_seeds(setup, lambda s: train_once(setup, s), st),
             states)

@@ -124,6 +124,9 @@ def plan_of_setup(setup: Setup, seeds, devices: int = 1, config: Config | None =
                          f"{streams.SPAN - 1:,} (run/streams.py)")
     check_devices(setup, len(seeds), devices, spread)
     transfer.check(setup.config, setup.spaces)  # run.from_checkpoint: the source's agent
+    if setup.run.offline and setup.host:
+        raise ValueError(f"--offline: {setup.run.env} steps on the host; an offline run "
+                         "trains with a compiled env (its evaluation plays it)")
     data, fsdp = data_devices(setup.run), fsdp_devices(setup.run)
     mine = sum(d.process_index == jax.process_index()
                for d in mesh_devices(devices, data, spread).flat)

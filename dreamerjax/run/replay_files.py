@@ -55,7 +55,6 @@ import numpy as np
 REPLAY_DIR = "replay"
 LATENTS_DIR = "latents"
 META_KEY = "replay_files"  # in a checkpoint's meta: the writers' state and latent files
-CHUNKSIZE = 1024  # rows per chunk file: the reference's replay.chunksize (configs.yaml)
 LATENT_KEYS = ("deter", "stoch")  # the row entries the latent write-back changes
 
 
@@ -171,7 +170,7 @@ def _held_row(slot: np.ndarray, count: int, capacity: int) -> np.ndarray:
 
 def start(run_dir: str | os.PathLike, seeds: Sequence[int], replay, classes: int,
           found: tuple[int, dict] | None, resume: bool, primary: bool,
-          chunksize: int = CHUNKSIZE) -> ReplayFiles:
+          chunksize: int) -> ReplayFiles:
     """The run's ReplayFiles: fresh, or continuing checkpoint `found` (resume_point's).
     A resume with no checkpoint (killed before its first) starts the files again: what a
     killed run wrote is removed first. A fresh run whose replay was filled before its
@@ -202,7 +201,7 @@ class ReplayFiles:
     """The writers of one process's envs and the latent files of its seeds.
 
     run_dir, seeds: the run's; pairs: this process's (seed position, env) pairs
-    (trainers.EnvPart); chunksize: rows per chunk (replay.chunksize); classes: the
+    (trainers.EnvPart); chunksize: rows per chunk (run.replay_chunksize); classes: the
     latents' classes (the stored stoch is one-hot over them, chunks.chunk_rows); resume:
     the `META_KEY` entry of the checkpoint resumed (None for a fresh run) and that
     checkpoint's index."""

@@ -128,6 +128,13 @@ class TrainArgs:
     driver_parallel: bool = False
     """Host envs (gym_, atari_, dmc_, crafter_): step each env in its own worker process
     instead of in this process (run.driver_parallel; may change on --resume)."""
+    replay_from: _path("DIR", "(optional)") = None
+    """Fill the replay from this replay directory before training: chunk files of the
+    reference (e3f0224 or 29eb964) or of `dreamerjax replay export`; seed S reads DIR/seed_S
+    when DIR has seed folders, else every seed reads DIR (run.replay_from, docs/replay.md)."""
+    offline: bool = False
+    """With --replay-from: take no env step; the train-ratio schedule's updates of --steps
+    rows run on the loaded rows (the evaluation still plays the env; run.offline)."""
     tiny: bool = False
     """Use the reference fixtures' tiny network (smoke runs; replaces the --size widths)."""
     cnn_mults: Annotated[tuple[int, ...] | None, tyro.conf.arg(
@@ -627,6 +634,47 @@ class EnvsArgs:
         return self
 
 
+@dataclass(frozen=True)
+class ReplayInfoArgs:
+    """What a replay directory holds: its format (e3f0224 or 29eb964), streams, rows and
+    chunk files, and a row's keys with their shapes and dtypes."""
+
+    directory: tyro.conf.Positional[Path]
+    """A folder of chunk files (a reference run's logdir/replay), or of seed_<S> folders
+    of them (what `dreamerjax replay export` writes, a run's RUN/replay)."""
+
+    def validate(self) -> ReplayInfoArgs:
+        return self
+
+
+@dataclass(frozen=True)
+class ReplayExportArgs:
+    """Write a run's replay as chunk files, one seed_<S> folder per seed: from the run's
+    own chunk folders, else from its latest checkpoint's replay. The run is not changed."""
+
+    run_dir: tyro.conf.Positional[Path]
+    """Run directory (written by `dreamerjax train`)."""
+    out: Annotated[tyro.conf.Positional[Path], tyro.conf.arg(metavar="DIR")]
+    """A new or empty directory, outside the run directory."""
+
+    def validate(self) -> ReplayExportArgs:
+        _check_existing_run_dir(self.run_dir)
+        return self
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    """Replay directories in the reference's chunk format: `replay info DIR`,
+    `replay export RUN DIR`."""
+
+    command: Annotated[Annotated[ReplayInfoArgs, tyro.conf.subcommand("info")]
+                       | Annotated[ReplayExportArgs, tyro.conf.subcommand("export")],
+                       tyro.conf.OmitSubcommandPrefixes]
+
+    def validate(self) -> ReplayArgs:
+        return dataclasses.replace(self, command=self.command.validate())
+
+
 Command = (
     Annotated[TrainArgs, tyro.conf.subcommand("train")]
     | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
@@ -639,6 +687,7 @@ Command = (
     | Annotated[BenchArgs, tyro.conf.subcommand("bench")]
     | Annotated[DemoArgs, tyro.conf.subcommand("demo")]
     | Annotated[EnvsArgs, tyro.conf.subcommand("envs")]
+    | Annotated[ReplayArgs, tyro.conf.subcommand("replay")]
 )
 
 
@@ -799,6 +848,9 @@ def resolve_args(args: TrainArgs | InfoArgs, check: bool = True):
     flags = {name: getattr(args, name, None) for name in configs.FLAG_KEYS}
     # A switch is on, or not given.
     flags["driver_parallel"] = True if flags["driver_parallel"] else None
+    flags["offline"] = True if flags["offline"] else None
+    if flags["replay_from"] is not None:
+        flags["replay_from"] = str(flags["replay_from"])
     try:
         return config_resolve.resolve(args.configs, args.set, args.config, size=args.size,
                                tiny=args.tiny, check=check, **flags)

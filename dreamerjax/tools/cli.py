@@ -1,4 +1,5 @@
-"""The `dreamerjax` command: train | eval | info | export | parity | compare | bench | demo.
+"""The `dreamerjax` command: train | eval | info | export | parity | compare | bench | demo |
+replay.
 
 Each subcommand parses into a frozen dataclass (tools/args.py: field docstrings are its
 --help), checks what it can without compiling anything, and only then imports its
@@ -29,6 +30,8 @@ from dreamerjax.tools.args import (
     InfoArgs,
     MergeArgs,
     ParityArgs,
+    ReplayArgs,
+    ReplayExportArgs,
     SummaryArgs,
     TrainArgs,
     _given_flags,
@@ -165,7 +168,11 @@ def preflight(config, seeds, args):
     except ValueError as e:
         raise ArgumentError(f"--env {config.run.env!r}: {e}") from e
     try:
-        return plan_lib.make_plan(config, seeds, args.devices)
+        plan = plan_lib.make_plan(config, seeds, args.devices)
+        if getattr(args, "resume", None) is None:  # a resumed run's replay is its own
+            from dreamerjax.run import replay_dir
+            replay_dir.check(plan.setup, plan.seeds)
+        return plan
     except EnvError as e:  # a host env that cannot be built, before the config's values
         raise ArgumentError(str(e)) from e
     except configs.ConfigError as e:
@@ -292,6 +299,18 @@ def export_command(args: ExportArgs) -> int:
     return 0
 
 
+def replay_command(args: ReplayArgs) -> int:
+    from dreamerjax.run import replay_dir
+
+    if isinstance(args.command, ReplayExportArgs):
+        lines = replay_dir.export(args.command.run_dir, args.command.out)
+    else:
+        lines = replay_dir.describe(args.command.directory)
+    for line in lines:
+        print(line)
+    return 0
+
+
 def _demo(args: DemoArgs) -> int:
     import time
 
@@ -404,6 +423,8 @@ def run(args: Any) -> int:
         return _demo(args)
     if isinstance(args, EnvsArgs):
         return envs_command(args)
+    if isinstance(args, ReplayArgs):
+        return replay_command(args)
     raise TypeError(f"unknown command {type(args).__name__}")
 
 

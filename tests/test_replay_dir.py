@@ -1,0 +1,184 @@
+"""Replay directories from the command line and the run: `dreamerjax replay export` of a
+run's replay, `replay info`, and `train --replay-from DIR [--offline]` filling a fresh
+run's replay from one (run/replay_dir.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+from _runs import small_argv, small_config
+
+from dreamerjax.data import replay as replay_lib
+from dreamerjax.run import checkpoint as ckpt
+from dreamerjax.run import chunks, driver, replay_dir
+from dreamerjax.run.setup import make_setup
+from dreamerjax.tools.cli import main
+
+FORMAT = pathlib.Path(__file__).resolve().parent / "data" / "replay_format"
+SEEDS = (0, 1)
+
+
+def _tree_digest(directory: pathlib.Path) -> dict:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The shared small run of CartPole, seeds 0 and 1 (rows 240: 30 per env; its
+    checkpoint holds the replay, no chunk folders)."""
+    out = tmp_path_factory.mktemp("replay_dir") / "run"
+    driver.train(small_config(), SEEDS, str(out), progress=False, compile_cache=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "replay"
+    before = _tree_digest(run)
+    assert main(["replay", "export", str(run), str(out)]) == 0
+    assert _tree_digest(run) == before  # nothing in the run changed
+    return out
+
+
+def _ring(run):
+    index = ckpt.latest_verified(run)[0]
+    layout = ckpt._read_raw_meta(run, index)[ckpt.LAYOUT_KEY]
+    names = [e[0] for e in layout if e[0].startswith(".replay.")]
+    return ckpt.read_leaves(run, index, names)
+
+
+def test_export_writes_every_env_of_every_seed_as_the_ring_holds_it(run, exported):
+    ring = _ring(run)
+    count = ring[".replay.count"]
+    assert count.shape == (2, 8) and (count == 30).all()
+    assert sorted(p.name for p in exported.iterdir()) == ["seed_0", "seed_1"]
+    setup = make_setup(small_config())
+    obs, action, deter, stoch = replay_dir._spec(setup)
+    for s, seed in enumerate(SEEDS):
+        streams = chunks.read_streams(exported / f"seed_{seed}")
+        assert len(streams) == 8
+        assert chunks.chunk_format(streams[0]) == "e3f0224"  # replay_context 1: latents
+        assert streams[0]["dyn/stoch"].shape == (30, setup.config.agent.rssm.stoch,
+                                                 setup.config.agent.rssm.classes)
+        for e, stream in enumerate(streams):
+            rows = chunks.schema_rows(stream, obs, action, deter, stoch)
+            for name, value in ring.items():
+                if not name.startswith(".replay.data"):
+                    continue
+                keys = name[len(".replay.data"):].strip("[]'").split("']['")
+                mine = rows
+                for key in keys:
+                    mine = mine[key]
+                np.testing.assert_array_equal(mine, value[s, e, :30], err_msg=name)
+
+
+def test_export_refuses_a_directory_in_use_or_inside_the_run(run, exported, capsys):
+    assert main(["replay", "export", str(run), str(exported)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert main(["replay", "export", str(run), str(run / "replay_copy")]) == 2
+    err = capsys.readouterr().err
+    assert "inside the run directory" in err and len(err.strip().splitlines()) == 1
+    assert not (run / "replay_copy").exists()
+
+
+def test_replay_info(exported, capsys):
+    assert main(["replay", "info", str(exported)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("seed_0: e3f0224 format, 8 streams, 240 rows")
+    assert any(line.split()[:3] == ["vector", "float32", "(4,)"] for line in out)
+    assert out[-1].startswith("seed_1: e3f0224 format, 8 streams, 240 rows")
+    assert main(["replay", "info", str(FORMAT / "29eb964")]) == 0
+    assert "29eb964 format, 2 streams, 40 rows" in capsys.readouterr().out
+    assert main(["replay", "info", str(exported.parent / "nothing")]) == 2
+    assert "no such replay directory" in capsys.readouterr().err
+
+
+def test_fill_gives_the_ring_the_run_had(run, exported):
+    ring = _ring(run)
+    setup = make_setup(small_config())
+    obs, action, deter, stoch = replay_dir._spec(setup)
+    loaded = replay_dir.load_rows(exported, 1, 8, obs, action, deter, stoch)
+    assert loaded.streams == 8 and loaded.rows["reward"].shape == (8, 30)
+    example = jax.tree.map(lambda v: np.zeros(v.shape[1:], v.dtype),
+                           jax.tree.map(lambda v: v[0], loaded.rows))
+    empty = replay_lib.replay_init(8, setup.capacity, example, setup.window_length)
+    filled = replay_lib.replay_fill(empty, loaded.rows, online=False)
+    np.testing.assert_array_equal(filled.count, ring[".replay.count"][1])
+    np.testing.assert_array_equal(filled.data["obs"]["vector"],
+                                  ring[".replay.data['obs']['vector']"][1])
+    np.testing.assert_array_equal(filled.data["deter"], ring[".replay.data['deter']"][1])
+
+
+def test_streams_of_another_shape_are_dealt_by_episode(exported):
+    setup = make_setup(small_config())
+    obs, action, deter, stoch = replay_dir._spec(setup)
+    loaded = replay_dir.load_rows(exported / "seed_0", 0, 3, obs, action, deter, stoch)
+    rows = loaded.rows
+    assert rows["reward"].shape[0] == 3
+    assert rows["is_first"][:, 0].all()  # every env begins with an episode
+    # Each env's rows are whole episodes of the streams, one after another.
+    streams = chunks.read_streams(exported / "seed_0")
+    episodes = set()
+    for stream in streams:
+        starts = [*np.flatnonzero(stream["is_first"]), len(stream["reward"])]
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            episodes.add(stream["vector"][a:b].tobytes())
+    for env in range(3):
+        starts = np.flatnonzero(rows["is_first"][env])
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            assert rows["obs"]["vector"][env, a:b].tobytes() in episodes
+
+
+def test_train_from_a_replay_directory_online_and_offline(run, exported, tmp_path):
+    online = tmp_path / "online"
+    result = driver.train(small_config(replay_from=str(exported)), SEEDS, str(online),
+                          progress=False, compile_cache=False)
+    assert result.records[-1]["updates"] > 0
+    # The loaded 30 rows per env, then the run's own 30.
+    assert (_ring(online)[".replay.count"] == 60).all()
+    offline = tmp_path / "offline"
+    before = _tree_digest(exported)
+    result = driver.train(small_config(replay_from=str(exported), offline=True), SEEDS,
+                          str(offline), progress=False, compile_cache=False)
+    ring = _ring(offline)
+    assert (ring[".replay.count"] == 30).all()  # no env step: the loaded rows alone
+    # The schedule's updates for 240 rows (tests/_runs.py), on the loaded rows.
+    assert [r["updates"] for r in result.records[-2:]] == [55, 55]
+    assert all(np.isfinite(r["eval_mean"]) for r in result.records)
+    np.testing.assert_array_equal(ring[".replay.data['obs']['vector']"],
+                                  _ring(run)[".replay.data['obs']['vector']"])
+    assert _tree_digest(exported) == before
+
+
+def test_train_refuses_a_replay_of_other_observations_before_compiling(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", *small_argv(), "--out", str(out),
+                 "--replay-from", str(FORMAT / "e3f0224")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "'vector' is float32 (3,), the config needs float32 (4,)" in err
+    assert "--replay-from" in err and not out.exists()
+    code = main(["train", *small_argv(), "--out", str(out), "--offline"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--replay-from" in err and not out.exists()
+
+
+def test_fill_keeps_a_host_replay_in_host_memory(run, exported):
+    from dreamerjax.run.plan import make_plan
+    from dreamerjax.run.trainers import make_trainer
+
+    config = small_config(replay_from=str(exported), replay_memory="host")
+    trainer = make_trainer(make_plan(config, SEEDS))
+    states = replay_dir.fill_states(trainer.init(), trainer.setup, SEEDS)
+    kinds = {x.sharding.memory_kind for x in jax.tree.leaves(states.replay.data)}
+    assert kinds == {"pinned_host"}
+    ring = _ring(run)
+    np.testing.assert_array_equal(np.asarray(states.replay.count), ring[".replay.count"])
+    np.testing.assert_array_equal(np.asarray(states.replay.data["stoch"]),
+                                  ring[".replay.data['stoch']"])
+    trainer.close()
