@@ -13,8 +13,9 @@ checkpoint of the whole state with the ring; after, the log point's new rows as 
 rows (run/chunks.chunk_rows: the observation, action, reward, flags, the latents as
 'dyn/deter' and one-hot 'dyn/stoch', 'stepid'; uncompressed, an upper bound of
 savez_compressed), the checkpoint without the ring, and at most the latents of every row
-the interval's updates wrote back (updates x batch_size x batch_length rows; a row drawn
-twice is written once), which the snapshot rule (run/replay_files.py) at most doubles.
+the interval's updates wrote back (updates x batch_size x batch_length rows, and no more
+than the ring holds: a row drawn twice is written once), which the snapshot rule
+(run/replay_files.py) at most doubles.
 
 Trains the config (the CartPole protocol's by default: 16 envs, a log point every 2,000
 rows, the ring sized by --steps: 1,250 rows per env) for --logs log points (stop_after_rows)
@@ -54,7 +55,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     if args.shapes:
         result = from_shapes(args)
-        print(json.dumps(result, indent=1))
+        _write(result, args.out)
         return result
 
     import jax
@@ -109,12 +110,16 @@ def main(argv=None) -> dict:
             "replay_rows_per_env": trainer.setup.capacity, "log_points": rows,
             "train_wall_s": round(wall, 1), "jax": jax.__version__,
             "backend": jax.default_backend(), "date": time.strftime("%Y-%m-%d")}
+    _write(result, args.out)
+    return result
+
+
+def _write(result: dict, out: str | None) -> None:
     text = json.dumps(result, indent=1)
     print(text)
-    if args.out:
-        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-    return result
+    if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        Path(out).write_text(text + "\n")
 
 
 def from_shapes(args) -> dict:
@@ -146,7 +151,9 @@ def from_shapes(args) -> dict:
     chunk_row = (per_row["obs"] + per_row["action"] + per_row["reward"] + 3
                  + 4 * rssm.deter + 4 * rssm.stoch * rssm.classes + 20)
     updates = run.eval_every * run.train_ratio / (run.batch_size * run.batch_length)
-    written_back = int(updates * run.batch_size * run.batch_length)
+    # rows written back: each update's batch, at most every row the ring holds
+    written_back = min(int(updates * run.batch_size * run.batch_length),
+                       run.num_envs * setup.capacity)
     latent_row = 4 + 8 + per_row["deter"] + per_row["stoch"]
     rows = run.eval_every
     after = rows * chunk_row + checkpoint + written_back * latent_row
