@@ -2,7 +2,7 @@
 checkpoint (without the ring, run/replay_files.py), against the checkpoint that held the
 whole state with the ring (prints JSON; asserts nothing).
 
-    python benchmarks/replay_files_bytes.py [--env CartPole-v1] [--size 1m]
+    python benchmarks/replay_files_bytes.py [--env CartPole-v1] [--size 1m | --tiny]
         [--steps 20000] [--logs 2] [--out FILE]
     python benchmarks/replay_files_bytes.py --shapes --env atari_pong --configs atari
         --reference e3f0224 --size 200m
@@ -49,6 +49,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--logs", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--tiny", action="store_true",
+                        help="the tests' tiny network in place of --size (a quick run)")
     parser.add_argument("--shapes", action="store_true")
     parser.add_argument("--configs", nargs="*", default=())
     parser.add_argument("--reference", default=None)
@@ -66,8 +68,9 @@ def main(argv=None) -> dict:
     from dreamerjax.run.plan import make_plan
     from dreamerjax.run.trainers import make_trainer
 
-    config = make_config(args.env, size=args.size, steps=args.steps,
-                         sets=["run.checkpoint_keep=all"])
+    model = {"tiny": True} if args.tiny else {"size": args.size}
+    config = make_config(args.env, steps=args.steps, sets=["run.checkpoint_keep=all"],
+                         **model)
     run = config.run
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
@@ -105,7 +108,8 @@ def main(argv=None) -> dict:
             r["after_bytes"] = r["chunk_bytes"] + r["latent_bytes"] + r["checkpoint_bytes"]
             r["before_bytes"] = r["before_checkpoint_bytes"]
         result = {
-            "benchmark": "replay_files_bytes", "env": args.env, "size": args.size,
+            "benchmark": "replay_files_bytes", "env": args.env,
+            "size": "tiny" if args.tiny else args.size,
             "steps": args.steps, "num_envs": run.num_envs, "eval_every": run.eval_every,
             "replay_rows_per_env": trainer.setup.capacity, "log_points": rows,
             "train_wall_s": round(wall, 1), "jax": jax.__version__,
