@@ -390,7 +390,9 @@ def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict) -> Seed
     states = states.replace(replay=replay_files.clear_dirty(states.replay))
     ckpt.save(run.out, log_index, without_rows(states), meta,
               keep=run.config.run.checkpoint_keep)
-    if run.primary:  # the latent files no kept checkpoint lists
-        kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
+    # the latent files no kept checkpoint lists; every process reads the metas (orbax's
+    # reader lines the processes up), process 0 removes
+    kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
+    if run.primary:
         replay_files.remove_unreferenced(run.out, run.seeds, kept)
     return states

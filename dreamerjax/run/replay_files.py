@@ -398,6 +398,9 @@ def gather_meta(part: dict) -> dict:
         return part
     from jax.experimental import multihost_utils
 
+    from dreamerjax.run import distributed
+
+    distributed.barrier("replay_files_meta")  # a collective's 30 s start when all are here
     text = json.dumps(part).encode()
     size = int(np.max(multihost_utils.process_allgather(np.int64(len(text)))))
     buf = np.zeros(size, np.uint8)
