@@ -30,7 +30,8 @@ from dreamerjax.tools import args as cli_args
 DMC_PROPRIO_12M_256 = {
     "task": "dmc_walker_walk",
     "run.steps": 300000, "run.num_envs": 16, "run.eval_eps": 1, "run.train_ratio": 256.0,
-    "run.train_fill": 0, "replay.size": 5000000, "wrapper.length": 0,
+    "run.train_fill": 0, "replay.size": 5000000, "replay.chunksize": 1024,
+    "wrapper.length": 0,
     # configs.yaml:14-17 @29eb964
     "replay.fracs.uniform": 1.0, "replay.fracs.priority": 0.0, "replay.fracs.recency": 0.0,
     "replay.prio.exponent": 0.8, "replay.prio.maxfrac": 0.5,

@@ -17,6 +17,7 @@ from dreamerjax.run import checkpoint, driver, records
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.policy import Policy, env_actions_of, export, load_policy
+from dreamerjax.run.resume import load_state
 from dreamerjax.run.trainers import make_trainer
 
 
@@ -56,7 +57,7 @@ def test_stored_actions_inside_bounds_and_mapped_to_the_env(pendulum):
     out, cfg, _ = pendulum
     trainer = make_trainer(make_plan(cfg, (0,)))
     index, _ = checkpoint.latest_verified(out)
-    states = checkpoint.restore(out, index, trainer.abstract_state())
+    states = load_state(trainer, str(out), index, checkpoint.read_meta(out, index))
     actions = np.asarray(states.replay.data["action"])  # [seeds, envs, capacity, 1]
     rows = int(np.asarray(states.replay.count).min())
     acts = actions[0, :, :rows]

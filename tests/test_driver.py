@@ -20,6 +20,7 @@ from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
 from dreamerjax.run import callbacks, checkpoint, driver, records, rundir, status
 from dreamerjax.run.plan import make_plan
+from dreamerjax.run.resume import load_state
 from dreamerjax.run.setup import make_setup
 from dreamerjax.run.trainers import make_trainer
 
@@ -311,8 +312,8 @@ def test_a_resumed_state_lowers_to_the_fresh_runs_program(whole):
     second one annotated with the restored arrays' placement."""
     trainer = make_trainer(make_plan(_cfg(), (0, 1)))
     fresh = trainer.init()
-    index, _ = checkpoint.latest_verified(whole)
-    restored = checkpoint.restore(whole, index, trainer.abstract_state())
+    index, meta = checkpoint.latest_verified(whole)
+    restored = load_state(trainer, str(whole), index, meta)
     assert ({x.sharding for x in jax.tree.leaves(restored)}
             == {x.sharding for x in jax.tree.leaves(fresh)})
     due = trainer.owed(0)

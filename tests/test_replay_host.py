@@ -29,6 +29,7 @@ from dreamerjax.run import driver, memory
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import setup as setup_lib
 from dreamerjax.run.plan import make_plan
+from dreamerjax.run.resume import load_state
 from dreamerjax.run.trainers import make_trainer
 
 HOST = "pinned_host"
@@ -252,10 +253,12 @@ def test_compiled_run_with_a_host_replay_equals_the_device_replays(tmp_path):
     assert [r["updates"] for r in dev.records] == [0, 0, 15, 15]
     _equal_runs(dev, host)
     trainer = make_trainer(make_plan(small_config(steps=160, replay_memory="host"), (0, 1)))
-    target = trainer.abstract_state()
     index = ckpt.indices(tmp_path / "device")[-1]
-    a = ckpt.restore(tmp_path / "device", index, target)  # a device run's, in host memory
-    b = ckpt.restore(tmp_path / "host", index, target)
+    def state(run_dir):  # the checkpoint and the ring rebuilt from the replay files
+        return load_state(trainer, str(run_dir), index, ckpt.read_meta(run_dir, index))
+
+    a = state(tmp_path / "device")  # a device run's, in host memory
+    b = state(tmp_path / "host")
     assert {x.sharding.memory_kind for x in jax.tree.leaves(a.replay.data)} == {HOST}
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -280,8 +283,9 @@ def test_a_host_replay_grows_on_resume_as_the_device_replay(tmp_path):
     _equal_runs(dev, host)
     trainer = make_trainer(make_plan(small_config(steps=240, replay_memory="host",
                                                   replay_capacity=0), (0,)))
-    back = ckpt.restore(tmp_path / "host", ckpt.indices(tmp_path / "host")[-1],
-                        trainer.abstract_state())
+    index = ckpt.indices(tmp_path / "host")[-1]
+    back = load_state(trainer, str(tmp_path / "host"), index,
+                      ckpt.read_meta(tmp_path / "host", index))
     assert {x.sharding.memory_kind for x in jax.tree.leaves(back.replay.data)} == {HOST}
     assert back.replay.data["is_first"].shape == (1, 8, 30)  # seeds, envs, rows per env
 

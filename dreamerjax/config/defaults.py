@@ -249,10 +249,17 @@ class RunConfig:
     # holds ceil(min(replay_size, steps) / num_envs) rows (replay_rows_per_env).
     replay_size: int = 5_000_000
     replay_capacity: int = 0  # rows per env when > 0 (overrides replay_size)
+    # replay.chunksize (configs.yaml:18 @29eb964, :46 @e3f0224): rows per chunk file of
+    # the run's replay files (run/replay_files.py, run/chunks.py).
+    replay_chunksize: int = 1024
     steps: int = 20000
     eval_every: int = 2000
     eval_episodes: int = 10
     checkpoint_every: int = 1  # log points between checkpoints
+    # run.checkpoint_keep (ours): the newest checkpoints kept; 0 (spelled `all`): every
+    # one, a series of the run's agents (the replay is in its files, run/replay_files.py,
+    # so a checkpoint is the agent, the optimiser and the counters).
+    checkpoint_keep: int = 2
     # run.report_every_logs (ours): log points between open-loop reports (viz/report.py;
     # also the last log point's); 0: never. The default keeps the report a small part of
     # a log interval (results/bench/LOG.md, "What a log point costs on the host").

@@ -108,6 +108,7 @@ REFERENCE_KEYS: dict[str, str] = {
     "run.train_ratio": "run.train_ratio",  # :52
     "run.train_fill": "run.train_fill",  # :53
     "replay.size": "run.replay_size",  # :12
+    "replay.chunksize": "run.replay_chunksize",  # :18
     # :14-17; the selector mixture (data/replay.py Selector).
     **{f"replay.fracs.{k}": f"run.replay_{k}" for k in ("uniform", "priority", "recency")},
     **{f"replay.prio.{k}": f"run.replay_prio_{k}"
@@ -176,6 +177,7 @@ REFERENCE_KEYS: dict[str, str] = {
 OUR_KEYS: dict[str, str] = {
     "run.eval_every_rows": "run.eval_every",
     "run.checkpoint_every": "run.checkpoint_every",
+    "run.checkpoint_keep": "run.checkpoint_keep",
     "run.report_every_logs": "run.report_every",
     "run.video_every_logs": "run.video_every",
     "run.replay_capacity": "run.replay_capacity",
@@ -292,8 +294,8 @@ REFUSED: dict[str, str] = {
     "logger.fps": ("episode videos (`dreamerjax eval --video`, run.video_every_logs) are "
                    "written at 30 frames per second"),
     "logger.user": "expa, the reference's internal logger, is not implemented",
-    "replay.chunksize": "the replay lives on the device, not in saved chunks",
-    "replay.save_wait": "the replay lives on the device, not in saved chunks",
+    "replay.save_wait": ("the replay's chunk files are written at each log point and "
+                         "checkpoint, and waited for (run/replay_files.py)"),
     "jax.platform": "JAX picks its backend (set JAX_PLATFORMS)",
     "jax.jit": "training is always compiled",
     "jax.prealloc": "set XLA_PYTHON_CLIENT_PREALLOCATE",
@@ -349,9 +351,12 @@ def _without_retired(flat: Mapping[str, Any]) -> dict[str, Any]:
 # changes a shape or the algorithm. run.steps may only grow (steps_may_grow);
 # logger.outputs: an output added starts at the resumed log point, one left out stops
 # (run/outputs.py).
-RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.driver_parallel",
-                              "run.report_every", "run.video_every", "run.replay_memory",
-                              "logger.outputs"})
+# Words a key takes in place of a number: {key: {word: value}}.
+KEY_WORDS: dict[str, dict[str, Any]] = {"run.checkpoint_keep": {"all": 0}}
+
+RESUMABLE_FIELDS = frozenset({"run.steps", "run.checkpoint_every", "run.checkpoint_keep",
+                              "run.driver_parallel", "run.report_every", "run.video_every",
+                              "run.replay_memory", "logger.outputs"})
 
 
 def steps_may_grow(saved: int, new: int) -> str | None:

@@ -40,6 +40,7 @@ from dreamerjax.config.keys import (
     FLAG_KEYS,
     FLAG_VALUES,
     IS_PATTERN,
+    KEY_WORDS,
     KEYS,
     NAMED,
     OUR_KEYS,
@@ -159,6 +160,12 @@ def _apply(flat: dict, origin: dict, updates: Mapping[str, Any], label: str,
                 raise ConfigError(f"{label}: reference={value!r} after the run chose "
                                   f"{reference!r}: give the version once")
             for internal in table[target]:
+                words = KEY_WORDS.get(internal, {})
+                if isinstance(value, str) and words:
+                    if value not in words:
+                        raise ConfigError(f"{label}: {target}: expects an int or "
+                                          f"{' / '.join(words)}, got {value!r}")
+                    value = words[value]
                 try:
                     flat[internal] = coerce(internal, value, field_type(KEYS[internal]))
                 except ConfigError as e:

@@ -43,6 +43,7 @@ from dreamerjax.config.keys import (
 
 _POSITIVE = (
     "run.steps", "run.num_envs", "run.eval_eps", "run.eval_every_rows", "replay.size",
+    "replay.chunksize",
     "batch_size", "imag_length", "horizon", "dyn.rssm.deter", "dyn.rssm.hidden",
     "dyn.rssm.stoch", "dyn.rssm.classes", "dyn.rssm.blocks", "dyn.rssm.imglayers",
     "dyn.rssm.obslayers", "dyn.rssm.dynlayers", "enc.simple.depth", "enc.simple.units",
@@ -51,7 +52,7 @@ _POSITIVE = (
     "conhead.units", "actor.units", "critic.units", "slow_critic_update",
 )
 _NON_NEGATIVE = (
-    "run.train_fill", "run.replay_capacity", "run.checkpoint_every",
+    "run.train_fill", "run.replay_capacity", "run.checkpoint_every", "run.checkpoint_keep",
     "run.report_every_logs", "run.video_every_logs", "wrapper.length",
     "enc.simple.layers", "dec.simple.layers", "rewhead.layers", "conhead.layers",
     "actor.layers", "critic.layers", "opt.warmup",
@@ -63,6 +64,7 @@ _UNIT_INTERVAL = ("dyn.rssm.unimix", "actor.unimix", "return_lambda", "return_la
 INT32_MAX = 2**31 - 1
 _AT_MOST = {
     **dict.fromkeys(("run.steps", "run.eval_every_rows", "run.checkpoint_every",
+                     "run.checkpoint_keep",
                      "run.report_every_logs", "run.video_every_logs"), INT32_MAX),
     **dict.fromkeys(("run.num_envs", "run.eval_eps", "run.train_ratio"), 2**20),
     **dict.fromkeys(("enc.simple.minres", "dec.simple.minres"), 2**12),

@@ -66,6 +66,14 @@ Reference behaviour (embodied/replay/replay.py @29eb964) and how it maps here:
   run as a loop over the seeds (custom_vmap), so the seed index is an explicit slice index
   rather than a gather. The numbers are those of the device ring, bit for bit.
 
+* Rows changed after they were written (`dirty`): the latent write-back changes the stored
+  deter / stoch of rows the run has already collected (and written to its replay files,
+  run/replay_files.py). A bool per row [E, capacity] marks every row whose latents were
+  written back since the mask was last cleared, so a checkpoint can save the latents of
+  those rows alone rather than the ring; a row added to a slot clears its mark.
+  Priorities are part of the
+  state a checkpoint keeps whole (`prio`); the mask changes no number of the run.
+
 Difference kept: the reference caps the number of items globally (capacity in items,
 FIFO removal); here capacity is rows per env. With lockstep envs both drop the oldest data
 first. Not sampleable before `replay_num_items` reaches the batch size (the reference's
@@ -147,6 +155,8 @@ class ReplayState:
     online_head: [] int32 online-queue entries consumed (popped or skipped).
     prio: [E, capacity] float32 priority of every stored row, or None (uniform replay,
     `selector` None: the default state and program carry nothing of the selectors).
+    dirty: [E, capacity] bool, the rows whose latents were written back since the mask
+    was last cleared (module docstring), or None (a state made without one).
     memory: where `data` lives, "device" or "host" (pinned host memory; the module
     docstring): the functions below move rows to and from it accordingly.
     """
@@ -159,6 +169,7 @@ class ReplayState:
     prio: jax.Array | None = None
     selector: Selector | None = struct.field(pytree_node=False, default=None)
     memory: str = struct.field(pytree_node=False, default="device")
+    dirty: jax.Array | None = None
 
     @property
     def num_envs(self) -> int:
@@ -207,6 +218,7 @@ def replay_init(num_envs: int, capacity: int, example_row: dict, length: int = 6
         prio=prio,
         selector=selector,
         memory=memory,
+        dirty=jnp.zeros((num_envs, capacity), bool),
     )
 
 
@@ -264,7 +276,11 @@ def replay_fill(state: ReplayState, rows: dict, online: bool = True) -> ReplaySt
 
 
 def _added(state: ReplayState, data: dict) -> ReplayState:
-    """The state after replay_add wrote `data`: the counts and priorities of the new row."""
+    """The state after replay_add wrote `data`: the counts, priorities and (clear) dirty
+    marks of the new row."""
+    if state.dirty is not None:
+        envs, slots = jnp.arange(state.num_envs), state.count % state.capacity
+        state = state.replace(dirty=state.dirty.at[envs, slots].set(False))
     if state.prio is not None:  # a new row starts at the selector's initial priority
         envs, slots = jnp.arange(state.num_envs), state.count % state.capacity
         prio = state.prio.at[envs, slots].set(jnp.float32(state.selector.initial))
@@ -293,10 +309,12 @@ def replay_grow(state: ReplayState, capacity: int) -> ReplayState:
         return np.pad(v, widths) if isinstance(v, np.ndarray) else jnp.pad(v, widths)
 
     prio = None if state.prio is None else grow(state.prio)
-    return ReplayState(data=jax.tree.map(grow, state.data), count=state.count,
+    dirty = None if state.dirty is None else grow(state.dirty)
+    data = None if state.data is None else jax.tree.map(grow, state.data)
+    return ReplayState(data=data, count=state.count,
                        online_head=state.online_head, capacity=int(capacity),
                        length=state.length, prio=prio, selector=state.selector,
-                       memory=state.memory)
+                       memory=state.memory, dirty=dirty)
 
 
 def _rows_written(state: ReplayState) -> jax.Array:
@@ -568,6 +586,7 @@ def replay_write_latents(state: ReplayState, index: ReplayIndex, deter: jax.Arra
         raise ValueError(f"latents of {T} rows do not fit windows of {state.length}")
     rows = index.start[:, None] + K + jnp.arange(T)  # [B, T]
     held = rows >= (state.count[index.env] - state.capacity)[:, None]
+    state = _mark_dirty(state, index.env, rows, held)
     if state.memory == "host":  # window after window: the later element's rows win
         new = {k: v.astype(state.data[k].dtype) for k, v in (("deter", deter),
                                                             ("stoch", stoch))}
@@ -590,6 +609,16 @@ def replay_write_latents(state: ReplayState, index: ReplayIndex, deter: jax.Arra
     for k, v in (("deter", deter), ("stoch", stoch)):
         data[k] = data[k].at[envs, slots].set(v.astype(data[k].dtype), mode="drop")
     return state.replace(data=data)
+
+
+def _mark_dirty(state: ReplayState, env: jax.Array, rows: jax.Array, held: jax.Array
+                ) -> ReplayState:
+    """`dirty` set at the held rows [B, T] of env [B] (absolute row indices)."""
+    if state.dirty is None:
+        return state
+    slots = jnp.where(held, rows % state.capacity, state.capacity)
+    envs = jnp.broadcast_to(env[:, None], slots.shape)
+    return state.replace(dirty=state.dirty.at[envs, slots].set(True, mode="drop"))
 
 
 # ----------------------------------------------------------------------------- host memory

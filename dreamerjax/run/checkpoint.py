@@ -1,12 +1,14 @@
 """Checkpoints of the training state with orbax: run_dir/checkpoints/<index>/{state,meta}.
 
-`state` is the driver's whole SeedState pytree (every seed; packed, below); `meta` is a
+`state` is the driver's SeedState pytree less the replay's rows (every seed; packed,
+below; the rows are the run's replay files, run/replay_files.py); `meta` is a
 JSON dict (config, seeds, rows, updates, log index, the byte offsets of records.jsonl /
 episodes.jsonl at this log point, callback states, wall time). orbax writes
 <index>.orbax-checkpoint-tmp first and renames it to <index> when complete, so an
 interrupted save never leaves a directory that `latest` would pick; save() removes
-temporary directories left by a failed or killed save. The last KEEP checkpoints are
-kept. Nothing is written outside run_dir/checkpoints.
+temporary directories left by a failed or killed save. The last `keep` checkpoints are
+kept (run.checkpoint_keep, KEEP by default; 0 keeps every one). Nothing is written outside
+run_dir/checkpoints.
 
 What we write is checked as well as orbax's own commit markers: after orbax commits a
 checkpoint, save() writes MANIFEST (every file's size and sha256, through a temporary file
@@ -46,7 +48,7 @@ from dreamerjax.config.keys import RESUMABLE_FIELDS, steps_may_grow
 from dreamerjax.run.records import flatten, inf_as_text, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
-KEEP = 2
+KEEP = 2  # run.checkpoint_keep's default
 MANIFEST = "MANIFEST.dreamerjax.json"  # inside <index>/, next to orbax's items
 MANIFEST_KEY = "_manifest"  # in the saved meta: a MANIFEST follows (read_meta drops it)
 LAYOUT_KEY = "_layout"  # in the saved meta: the packed state's layout (read_meta drops it)
@@ -60,14 +62,15 @@ def _ocp():
     return ocp
 
 
-def _manager(run_dir: str | os.PathLike, *, read_only: bool = False):
+def _manager(run_dir: str | os.PathLike, *, read_only: bool = False, keep: int = KEEP):
     ocp = _ocp()
     directory = (Path(run_dir) / CHECKPOINT_DIR).absolute()
     if read_only and not directory.is_dir():
         return None
     # Readers open the directory without create; orbax's read_only mode only adds warnings.
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=KEEP, enable_async_checkpointing=False, create=not read_only)
+        max_to_keep=int(keep) or None, enable_async_checkpointing=False,
+        create=not read_only)
     return ocp.CheckpointManager(directory, options=options, item_names=("state", "meta"))
 
 
@@ -104,8 +107,9 @@ def _join_until(thread: threading.Thread, deadline: float) -> None:
             time.sleep(0.01)
 
 
-def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> Path:
-    """Write checkpoint `index` (state pytree + JSON meta); keep the last KEEP.
+def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping,
+         keep: int = KEEP) -> Path:
+    """Write checkpoint `index` (state pytree + JSON meta); keep the last `keep` (0: all).
 
     Returns the checkpoint's directory. Raises if `index` already exists. meta is made
     strict JSON (non-finite floats -> null, numpy scalars -> numbers).
@@ -126,7 +130,7 @@ def save(run_dir: str | os.PathLike, index: int, state: Any, meta: Mapping) -> P
     if jax.process_index() == 0:  # in a multi-host run, one process tidies the directory
         _remove_partial(run_dir)
     sync("dreamerjax_checkpoint_tidy")
-    manager = _manager(run_dir)
+    manager = _manager(run_dir, keep=keep)
     threads = set(threading.enumerate())
     try:
         try:

@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamerjax.config.defaults import RunConfig
+
 BASE62 = string.digits + string.ascii_letters
 UUID_CHARS = 22  # elements.UUID's text form is padded to 22 digits (uuid.py:65-66)
 NO_SUCC = "0" * UUID_CHARS  # elements.UUID(0): a chunk not (yet) completed
@@ -55,7 +57,7 @@ STEPID = "stepid"
 LATENTS_E3F0224 = ("dyn/deter", "dyn/stoch")
 LATENTS_29EB964 = ("deter", "stoch")
 FLAGS = ("is_first", "is_last", "is_terminal")
-CHUNKSIZE = 1024  # rows per chunk: the reference's replay.chunksize (configs.yaml:46 @e3f0224)
+CHUNKSIZE = RunConfig.replay_chunksize  # the reference's replay.chunksize's default
 
 
 class ReplayDirError(ValueError):

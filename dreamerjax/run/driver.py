@@ -35,7 +35,16 @@ from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config.defaults import Config
 from dreamerjax.data import metric_window
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import host_time, outputs, records, replay_dir, status, transfer, videos
+from dreamerjax.run import (
+    host_time,
+    outputs,
+    records,
+    replay_dir,
+    replay_files,
+    status,
+    transfer,
+    videos,
+)
 from dreamerjax.run import plan as plan_lib
 from dreamerjax.run import precompile as precompile_lib
 from dreamerjax.run import resume as resume_lib
@@ -47,6 +56,7 @@ from dreamerjax.run.report import should_report, write_report
 from dreamerjax.run.result import TrainResult, params_by_seed
 from dreamerjax.run.settings import Settings
 from dreamerjax.run.setup import SeedState
+from dreamerjax.run.sharding import without_rows
 from dreamerjax.run.trainers import Trainer, make_trainer
 
 # ----------------------------------------------------------------------------- driver
@@ -62,6 +72,7 @@ class Run:
     trainer: Trainer
     callbacks: Sequence[Callback]
     primary: bool
+    files: replay_files.ReplayFiles | None = None  # the replay's files (set by _run)
 
     @property
     def num_logs(self) -> int:
@@ -288,6 +299,9 @@ def _run(run: Run, resume: bool, loop: _Loop,
         states = transfer.load_into(states, run.trainer.plan)
         if run.config.run.replay_from:  # run.replay_from: rows before the first tick
             states = replay_dir.fill_states(states, run.trainer.setup, run.seeds)
+    run.files = replay_files.start(run.out, run.seeds, states.replay,
+                                   run.config.agent.rssm.classes, found, resume, run.primary,
+                                   run.config.run.replay_chunksize)
     run_cfg = run.trainer.setup.run  # rows of the whole run (plan.processes_config)
     writer_cls = records.RunWriter if run.primary else records.NullWriter
     bar = status.progress_bar(loop.progress and run.primary, run_cfg.steps,
@@ -324,6 +338,7 @@ def _run(run: Run, resume: bool, loop: _Loop,
                                 scales, bar, run_cfg.eval_every, run.primary and loop.progress)
             if loop.stop.reason:
                 break
+    run.files.close()
     if bar is not None:
         bar.close()
     if loop.stop.reason and written:  # after the bar is closed: the reason on its own line
@@ -362,10 +377,28 @@ def _at_log_point(run: Run, states: SeedState, ends, log_index: int, writer, t0:
         writer.add_records(point.records)
         for r in point.records:
             writer.add_scalars(r["seed"], point.rows, records.tb_scalars(r))
+        run.files.add(states.replay)  # the interval's rows to the chunk files
     states = states.replace(window=metric_window.reset(states.window))
     if _should_checkpoint(run.config, log_index, run.num_logs) or (
             loop.stop.reason and run.config.run.checkpoint_every > 0):
         wall = time.time() - t0
         with phases("checkpoint"):
-            ckpt.save(run.out, log_index, states, _meta(run, point, host, writer, wall))
+            states = _checkpoint(run, states, log_index, _meta(run, point, host, writer, wall))
     return states, point
+
+
+def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict) -> SeedState:
+    """Checkpoint `log_index`: the replay files brought up to it (run/replay_files.py),
+    then the state less the replay's rows, with the files' state in its meta. Returns the
+    state with the saved latents' marks cleared."""
+    part = run.files.checkpoint(states.replay, log_index)
+    meta[replay_files.META_KEY] = replay_files.gather_meta(part)
+    states = states.replace(replay=replay_files.clear_dirty(states.replay))
+    ckpt.save(run.out, log_index, without_rows(states), meta,
+              keep=run.config.run.checkpoint_keep)
+    # the latent files no kept checkpoint lists; every process reads the metas (orbax's
+    # reader lines the processes up), process 0 removes
+    kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
+    if run.primary:
+        replay_files.remove_unreferenced(run.out, run.seeds, kept)
+    return states

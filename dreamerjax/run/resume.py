@@ -14,9 +14,9 @@ import jax
 
 from dreamerjax.config.defaults import Config, from_dict, replay_rows_per_env
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import records
+from dreamerjax.run import records, replay_files
 from dreamerjax.run.setup import SeedState
-from dreamerjax.run.trainers import Trainer
+from dreamerjax.run.trainers import Trainer, without_rows
 
 
 def resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
@@ -63,7 +63,7 @@ def restore_run(trainer: Trainer, out: str, callbacks: Sequence,
         saved = dataclasses.replace(trainer.setup, capacity=capacity)
         target_trainer = dataclasses.replace(
             trainer, plan=dataclasses.replace(trainer.plan, setup=saved))
-    states = ckpt.restore(out, index, target_trainer.abstract_state())
+    states = load_state(target_trainer, out, index, meta)
     if capacity != trainer.setup.capacity:
         from dreamerjax.data.replay import replay_grow
         replay = states.replay
@@ -77,6 +77,21 @@ def restore_run(trainer: Trainer, out: str, callbacks: Sequence,
     for cb in callbacks:
         cb.load_state_dict(meta.get("callbacks", {}).get(cb.name, {}))
     return states, meta
+
+
+def load_state(trainer: Trainer, out: str, index: int, meta: dict) -> SeedState:
+    """The whole state at checkpoint `index` (meta: its meta) of run directory out, in
+    `trainer`'s shapes: the checkpoint's state (everything but the replay's rows) and
+    the ring rebuilt from the run's replay files (run/replay_files.py)."""
+    target = trainer.abstract_state()
+    states = ckpt.restore(out, index, without_rows(target))
+    if replay_files.META_KEY not in meta:
+        raise replay_files.ReplayFilesError(
+            f"checkpoint {index} of {out} lists no replay files (written by an older "
+            "version, whose checkpoints held the ring): it cannot be resumed here")
+    data = replay_files.ring(out, [int(s) for s in meta["seeds"]],
+                             meta[replay_files.META_KEY], target.replay)
+    return states.replace(replay=states.replay.replace(data=data))
 
 
 def rebuild_tensorboard(out: str, writer) -> None:

@@ -127,7 +127,9 @@ def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike 
     found = ckpt.latest_verified(run_dir)  # a damaged newest one: the previous, warned
     if found is None:
         raise ValueError(f"no checkpoint in {run_dir}")
-    states = ckpt.restore(run_dir, found[0], trainer.abstract_state())
+    from dreamerjax.run.resume import load_state
+
+    states = load_state(trainer, run_dir, found[0], found[1])
     written = []
     if report:
         host = trainer.report(states, found[0])

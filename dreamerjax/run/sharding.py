@@ -79,7 +79,8 @@ def state_specs(states: SeedState, data: bool, fsdp: int = 1) -> SeedState:
 
     replay = specs.replay.replace(data=on_envs(states.replay.data),
                                   count=on_envs(states.replay.count),
-                                  prio=on_envs(states.replay.prio))
+                                  prio=on_envs(states.replay.prio),
+                                  dirty=on_envs(states.replay.dirty))
     return specs.replace(env=on_envs(states.env), row=on_envs(states.row),
                          carry=on_envs(states.carry), replay=replay)
 
