@@ -24,7 +24,7 @@ SEEDS = (0, 1)
 
 def _train(out, config=None, **kw):
     return driver.train(config or small_config(), SEEDS, str(out), progress=False,
-                        report=False, compile_cache=False, **kw).records
+                        report=False, **kw).records
 
 
 def _state(run_dir, index=None):
