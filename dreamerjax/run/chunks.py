@@ -245,10 +245,8 @@ class ChunkWriter:
         if self._spec is None:
             self._spec = spec
         elif spec != self._spec:
-            key = next(k for k in sorted(set(spec) | set(self._spec))
-                       if spec.get(k) != self._spec.get(k))
-            raise ValueError(f"row key {key!r} is {_describe(spec.get(key))}; this stream's "
-                             f"earlier rows have {_describe(self._spec.get(key))}")
+            raise ValueError(f"rows: {_mismatch(spec, self._spec)} as in this stream's "
+                             "earlier rows")
         return next(iter(counts.values()))
 
     def _complete(self) -> Path:
@@ -261,6 +259,13 @@ class ChunkWriter:
         self._buffer, self._pending = [], 0
         self._uuid, self._time = succ, timestamp()
         return path
+
+
+def _mismatch(spec: dict, first: dict) -> str:
+    """The first key (sorted) whose (shape, dtype) differs between two specs, in words:
+    "key 'vector' is float32 (3,) (not float32 (4,))", with `first`'s in the brackets."""
+    key = next(k for k in sorted(set(spec) | set(first)) if spec.get(k) != first.get(k))
+    return f"key {key!r} is {_describe(spec.get(key))} (not {_describe(first.get(key))})"
 
 
 def _describe(spec) -> str:
@@ -389,11 +394,8 @@ def read_stream(directory: str | os.PathLike, stream: StreamFiles) -> dict[str, 
         if first is None:
             first = spec
         elif spec != first:
-            key = next(k for k in sorted(set(spec) | set(first)) if spec.get(k) != first.get(k))
-            raise ReplayDirError(
-                f"{Path(directory) / name.filename}: key {key!r} is {_describe(spec.get(key))}"
-                f", the stream's first chunk {stream.names[0].filename} has "
-                f"{_describe(first.get(key))}")
+            raise ReplayDirError(f"{Path(directory) / name.filename}: {_mismatch(spec, first)}"
+                                 f" as in the stream's first chunk {stream.names[0].filename}")
         parts.append(data)
     rows = {k: np.concatenate([p[k] for p in parts], 0) for k in parts[0]}
     if "is_first" in rows and not bool(rows["is_first"][0]):
@@ -413,11 +415,9 @@ def read_streams(directory: str | os.PathLike) -> list[dict[str, np.ndarray]]:
     for stream, rows in zip(streams[1:], out[1:], strict=True):
         spec = {k: (v.shape[1:], v.dtype) for k, v in rows.items()}
         if spec != spec0:
-            key = next(k for k in sorted(set(spec) | set(spec0)) if spec.get(k) != spec0.get(k))
             raise ReplayDirError(
-                f"{Path(directory) / stream.names[0].filename}: key {key!r} is "
-                f"{_describe(spec.get(key))}, the first stream's "
-                f"{streams[0].names[0].filename} has {_describe(spec0.get(key))}")
+                f"{Path(directory) / stream.names[0].filename}: {_mismatch(spec, spec0)} as in "
+                f"the first stream's {streams[0].names[0].filename}")
     return out
 
 
