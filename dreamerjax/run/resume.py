@@ -87,8 +87,9 @@ def load_state(trainer: Trainer, out: str, index: int, meta: dict) -> SeedState:
     states = ckpt.restore(out, index, without_rows(target))
     if replay_files.META_KEY not in meta:
         raise replay_files.ReplayFilesError(
-            f"checkpoint {index} of {out} lists no replay files (written by an older "
-            "version, whose checkpoints held the ring): it cannot be resumed here")
+            f"checkpoint {index} of {out} lists no replay files (an older version's, "
+            "which held the ring): resume it with the version that wrote it, or start a "
+            f"new run from its agent with --set run.from_checkpoint={out}")
     data = replay_files.ring(out, [int(s) for s in meta["seeds"]],
                              meta[replay_files.META_KEY], target.replay)
     return states.replace(replay=states.replay.replace(data=data))
