@@ -177,3 +177,21 @@ def test_checkpoint_keep_is_checked_naming_the_key():
     from dreamerjax.config.validate import validate
     with pytest.raises(ConfigError, match=r"^run.checkpoint_keep: must be >= 0, got -1"):
         validate(make_config("CartPole-v1", sets=["run.checkpoint_keep=-1"]))
+
+
+def test_a_checkpoint_without_replay_files_is_refused_with_the_ways_on(runs):
+    """A checkpoint of an older version held the ring and lists no replay files: its
+    resume is refused in one line naming the version that wrote it and
+    run.from_checkpoint (a new run from its agent)."""
+    run = runs["stopped"]
+    config, seeds = records.read_run_config(run)
+    trainer = make_trainer(make_plan(config, seeds))
+    index = ckpt.indices(run)[-1]
+    meta = ckpt.read_meta(run, index)
+    del meta[replay_files.META_KEY]
+    with pytest.raises(replay_files.ReplayFilesError) as err:
+        resume.load_state(trainer, str(run), index, meta)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "the version that wrote it" in message
+    assert f"--set run.from_checkpoint={run}" in message

@@ -83,13 +83,13 @@ def load_state(trainer: Trainer, out: str, index: int, meta: dict) -> SeedState:
     """The whole state at checkpoint `index` (meta: its meta) of run directory out, in
     `trainer`'s shapes: the checkpoint's state (everything but the replay's rows) and
     the ring rebuilt from the run's replay files (run/replay_files.py)."""
-    target = trainer.abstract_state()
-    states = ckpt.restore(out, index, without_rows(target))
     if replay_files.META_KEY not in meta:
         raise replay_files.ReplayFilesError(
             f"checkpoint {index} of {out} lists no replay files (an older version's, "
             "which held the ring): resume it with the version that wrote it, or start a "
             f"new run from its agent with --set run.from_checkpoint={out}")
+    target = trainer.abstract_state()
+    states = ckpt.restore(out, index, without_rows(target))
     data = replay_files.ring(out, [int(s) for s in meta["seeds"]],
                              meta[replay_files.META_KEY], target.replay)
     return states.replace(replay=states.replay.replace(data=data))
