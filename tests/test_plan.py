@@ -187,7 +187,7 @@ def test_a_plan_for_other_seeds_keeps_the_checked_config_and_setup():
 def test_the_precompile_child_makes_one_plan_of_what_the_parent_sends(tmp_path):
     """The child (run/precompile.py, its own process) builds the run's plan from the spec
     the parent sends it: one validate and one make_setup there. Run here as the child's
-    main runs it, into this session's cache (its settings put back after)."""
+    main runs it, into this test process's cache (its settings put back after)."""
     import jax
 
     from dreamerjax.run import precompile
