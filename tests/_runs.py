@@ -18,6 +18,7 @@ update, and the cumulative updates are 1 + floor((rows - 132) / 2) after it:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from pathlib import Path
@@ -114,3 +115,20 @@ def without_timing(record) -> dict:
     """A record without its timing fields (records.TIMING_FIELDS), for comparing runs'
     results: those differ between runs whose results are equal."""
     return {k: v for k, v in record.items() if k not in records.TIMING_FIELDS}
+
+
+@contextlib.contextmanager
+def offline_loggers():
+    """While inside: W&B offline (its own switch: no network) and MLflow's default store;
+    the process's variables put back after (module fixtures cannot use monkeypatch)."""
+    saved = {k: os.environ.get(k) for k in ("WANDB_MODE", "MLFLOW_TRACKING_URI")}
+    os.environ["WANDB_MODE"] = "offline"
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

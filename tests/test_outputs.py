@@ -6,12 +6,11 @@ reaches both once, in the same runs, with the numbers of records.jsonl."""
 
 import dataclasses
 import json
-import os
 import struct
 from pathlib import Path
 
 import pytest
-from _runs import read_scalars, small_config
+from _runs import offline_loggers, read_scalars, small_config
 
 from dreamerjax.config.defaults import LoggerConfig
 from dreamerjax.run import callbacks, driver, outputs, records, rundir, status
@@ -38,21 +37,12 @@ def run(tmp_path_factory):
     """A run stopped after its first log point, resumed to the end, then an evaluation
     video; returns (run_dir, loggers.json after the first call)."""
     out = tmp_path_factory.mktemp("loggers") / "cartpole"
-    saved = {k: os.environ.get(k) for k in ("WANDB_MODE", "MLFLOW_TRACKING_URI")}
-    os.environ["WANDB_MODE"] = "offline"  # W&B's own switch: no network
-    os.environ.pop("MLFLOW_TRACKING_URI", None)
-    try:
+    with offline_loggers():
         kw = dict(progress=False)
         driver.train(_cfg(), SEEDS, str(out), stop_after_rows=STOP, **kw)
         first = outputs.read_state(out)
         driver.train(_cfg(), SEEDS, str(out), resume=True, **kw)
         rundir.eval_artifacts(str(out), video=out / "episode.mp4")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return out, first
 
 

@@ -18,7 +18,7 @@ import imageio.v3 as iio
 import jax
 import numpy as np
 import pytest
-from _runs import small_argv, small_config, without_timing
+from _runs import offline_loggers, small_argv, small_config, without_timing
 
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.config import resolve as config_resolve
@@ -60,24 +60,15 @@ def runs(tmp_path_factory):
     point's) and resumed: the resume plays rows 80 and 160 again, whose videos the outputs
     had, and must not get them twice."""
     root = tmp_path_factory.mktemp("videos")
-    saved = {k: os.environ.get(k) for k in ("WANDB_MODE", "MLFLOW_TRACKING_URI")}
-    os.environ["WANDB_MODE"] = "offline"  # W&B's own switch: no network
-    os.environ.pop("MLFLOW_TRACKING_URI", None)
     every = ("jsonl", "tensorboard", "wandb", "mlflow")
     config = dataclasses.replace(small_config(video_every=1, checkpoint_every=3),
                                  logger=LoggerConfig(outputs=every))
-    try:
+    with offline_loggers():
         driver.train(config, SEEDS, str(root / "on"), stop_after_rows=160, **KW)
         assert not (root / "on" / "checkpoints").exists() or not any(
             (root / "on" / "checkpoints").iterdir())
         assert len(list((root / "on" / "videos").rglob("*.mp4"))) == 4  # rows 80, 160
         on = driver.train(config, SEEDS, str(root / "on"), resume=True, **KW)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     off = driver.train(small_config(), SEEDS, str(root / "off"), **KW)
     return root / "on", on, root / "off", off
 
