@@ -458,7 +458,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 @pytest.mark.parametrize("name", ["cartpole_protocol", "cartpole_protocol_pairsum",
                                   "cartpole_protocol_threads", "cartpole_protocol_tpu_10seeds",
                                   "cartpole_protocol_e3f0224_tpu_10seeds",
-                                  "cartpole_protocol_tpu_3seeds"])
+                                  "cartpole_protocol_tpu_3seeds",
+                                  "cartpole_protocol_e3f0224_tpu_3seeds"])
 def test_committed_protocol_run_reproduces_its_summary(tmp_path, name):
     """The harness, run again on a committed run's own records, passes every input check and
     gives the A, S1 and S2 that the committed summary.json and README report."""
