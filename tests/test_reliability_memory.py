@@ -1,6 +1,6 @@
-"""Memory before allocating: the replay's bytes equal the replay the state
-holds, and a run whose replay cannot fit is refused before anything compiles, with the
-figure and the machine's free memory."""
+"""Memory before allocating: the replay's and the agent's bytes equal what the state
+holds, and a run whose replay, or replay and agents, cannot fit is refused before anything
+compiles, with the figures and the machine's free memory."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_a_process_checks_its_own_share_against_its_own_devices(monkeypatch):
 
     def free(devices=1):
         asked.append(devices)
-        return need // 2 + 1, "free"
+        return need // 2 + memory.agent_bytes(whole) + 1, "free"  # its half, its agent
 
     monkeypatch.setattr(memory, "available", free)
     assert memory.check_replay(whole, 1, 1, local=1) == need  # its half on its 1 of 2
@@ -114,6 +114,34 @@ def test_cli_refuses_with_one_line_before_the_driver(tmp_path, monkeypatch, caps
     assert code == 2
     assert err.count("\n") == 0 and err.startswith("dreamerjax train: error: replay: 1 seeds")
     assert f"x {rows:,} rows x" in err and "does not fit" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_agent_bytes_equal_the_agent_state_a_seed_holds():
+    setup = _setup()
+    state = jax.eval_shape(lambda k: loop.init_seed(setup, k), jax.random.PRNGKey(0))
+    held = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(state.agent))
+    assert memory.agent_bytes(setup) == held > 0
+
+
+def test_agent_states_that_cannot_fit_beside_the_replay_are_refused_in_one_line(
+        tmp_path, monkeypatch, capsys):
+    """A run whose replay fits but whose replay and agent states together do not (a large
+    model with many seeds) is refused before the driver, naming --seeds and --size, and
+    creates nothing."""
+    setup = _setup()
+    fits = memory.replay_bytes(setup, 2) + 2 * memory.agent_bytes(setup) - 1
+    monkeypatch.setattr(memory, "available", lambda devices=1: (fits, "free on 1 tpu device(s)"))
+    monkeypatch.setattr(memory, "host_available", lambda: fits)
+    assert memory.check_replay(setup, 1) == memory.replay_bytes(setup, 1)  # one seed fits
+    monkeypatch.setitem(sys.modules, "dreamerjax.run.driver", None)
+    code = cli.main(["train", "--out", str(tmp_path / "run"), *small_argv(),
+                     "--seeds", "0", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0
+    assert err.startswith("dreamerjax train: error: agent state: 2 seeds x ")
+    assert "beside the" in err and "free on 1 tpu device(s)" in err
+    assert "--seeds" in err and "--size" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -344,7 +344,8 @@ def test_replay_memory_is_validated_by_name():
 def test_a_host_replay_is_checked_against_host_memory(monkeypatch):
     setup = setup_lib.make_setup(small_config(replay_memory="host"))
     need = memory.replay_bytes(setup, 2)
-    monkeypatch.setattr(memory, "available", lambda devices=1: (0, "free on 1 gpu device(s)"))
+    agents = 2 * memory.agent_bytes(setup)  # the device holds the agents, not the rows
+    monkeypatch.setattr(memory, "available", lambda devices=1: (agents, "free on 1 gpu device(s)"))
     monkeypatch.setattr(memory, "host_available", lambda: need)
     assert memory.check_replay(setup, 2) == need
     monkeypatch.setattr(memory, "host_available", lambda: need - 1)

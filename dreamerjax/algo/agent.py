@@ -140,6 +140,12 @@ def init(key, cfg: AgentConfig, spaces: Spaces) -> AgentState:
     )
 
 
+def state_shapes(cfg: AgentConfig, spaces: Spaces) -> AgentState:
+    """One seed's AgentState as shapes and dtypes (jax.ShapeDtypeStruct leaves): what init
+    allocates, traced and nothing allocated."""
+    return jax.eval_shape(lambda k: init(k, cfg, spaces), jax.random.PRNGKey(0))
+
+
 # ----------------------------------------------------------------------------- actor
 
 

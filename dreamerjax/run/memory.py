@@ -1,11 +1,16 @@
-"""Memory before allocating: the replay's size, checked against what the machine has.
+"""Memory before allocating: the replay's and the agents' sizes, checked against what the
+machine has.
 
-The replay is the state's bulk: seeds x envs x capacity rows of schema.replay_row_spec
-(observation, reward, flags, action, posterior deter and stoch). driver.train refuses a
-run whose replay alone would not fit, with both figures, before anything is compiled or
-allocated; `dreamerjax info` prints the figure. With run.replay_memory host the rows live in
-host memory (pinned), so host memory (MemAvailable) is what they are checked against, and
-the device holds only the batches sampled from them.
+The replay is the state's bulk for small models: seeds x envs x capacity rows of
+schema.replay_row_spec (observation, reward, flags, action, posterior deter and stoch); for
+large ones with many seeds the agent's own state is (parameters, slow critic, optimiser
+state). driver.train refuses a run whose replay, or whose replay
+and agent states together, would not fit, with the figures, before anything is compiled
+or allocated; `dreamerjax info` prints the replay's figure. With run.replay_memory host the
+rows live in host memory (pinned), so host memory (MemAvailable) is what they are checked
+against, and the device holds the agents and the batches sampled from the rows. The
+update's own working memory is not counted: a run that passes can still run out while it
+compiles or runs, and bench's sweep reads it from the compiled program instead.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import math
 import os
 
-from dreamerjax.config.defaults import data_devices
+from dreamerjax.config.defaults import data_devices, fsdp_devices
 
 
 def row_bytes(setup) -> int:
@@ -87,13 +92,26 @@ def describe(setup, num_seeds: int) -> str:
             f"{where}")
 
 
+def agent_bytes(setup) -> int:
+    """Bytes of one seed's agent state (algo.agent.AgentState: parameters, slow critic,
+    optimiser state, normalisers), from its shapes: nothing is allocated."""
+    import jax
+
+    from dreamerjax.algo import agent as agent_lib
+
+    shapes = agent_lib.state_shapes(setup.config.agent, setup.spaces)
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+
+
 def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = None) -> int:
-    """Raise MemoryError when the replay alone exceeds the memory free for it; returns
-    its size in bytes. devices: --devices (groups of seeds); each seed's replay is split
-    over its data devices too (jax.train_devices), so the memory of devices x data
-    devices holds it. local: of those, the devices of this process (a run over several
-    processes, each holding the replay rows of its own devices' envs); None: all. A host
-    replay (run.replay_memory host) is checked against this process's host memory
+    """Raise MemoryError when the replay alone exceeds the memory free for it, or when the
+    agents' states and a device replay together exceed the devices' memory; returns the
+    replay's size in bytes. devices: --devices (groups of seeds); each seed's replay is
+    split over its data devices too (jax.train_devices), so the memory of devices x data
+    devices holds it, and its agent state is held by each of them (split over the FSDP
+    ones, jax.train_mesh). local: of those, the devices of this process (a run over
+    several processes, each holding the replay rows of its own devices' envs); None: all.
+    A host replay (run.replay_memory host) is checked against this process's host memory
     instead; a device replay that does not fit where the host has room is told of
     `--set run.replay_memory=host`."""
     need = replay_bytes(setup, num_seeds)
@@ -101,13 +119,11 @@ def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = No
     local = total if local is None else local
     share = need * local // total
     host = setup.run.replay_memory == "host"
-    if host:
-        have, where = host_available(), HOST_WHERE
-    else:
-        have, where = available(local)
+    on_device, device_where = available(local)
+    have, where = (host_available(), HOST_WHERE) if host else (on_device, device_where)
+    part = "" if local == total else (
+        f" (this process's {local} of {total} devices: {fmt(share)})")
     if share > have:
-        part = "" if local == total else (
-            f" (this process's {local} of {total} devices: {fmt(share)})")
         hint = ""
         if not host and where != HOST_WHERE and share <= host_available():
             hint = (f"; or keep it in host memory, which has room "
@@ -116,4 +132,16 @@ def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = No
             f"{describe(setup, num_seeds)}{part} does not fit: {fmt(have)} {where}. Lower "
             "--steps (the replay keeps every row unless replay_capacity is set), "
             f"--num-envs or the number of seeds, or set run.replay_capacity{hint}")
+    # each seed's state on each of its data devices, split over the FSDP ones
+    per_seed = agent_bytes(setup)
+    data, fsdp = data_devices(setup.run), fsdp_devices(setup.run)
+    agents = per_seed * num_seeds * data // fsdp * local // total
+    if agents + (0 if host else share) > on_device:
+        mine = "" if local == total else f" on this process's {local} of {total} devices"
+        beside = "" if host else f" beside the {fmt(share)} replay"
+        raise MemoryError(
+            f"agent state: {num_seeds} seeds x {fmt(per_seed)} (parameters, slow critic, "
+            f"optimiser state) = {fmt(agents)}{mine}{beside} does not fit: "
+            f"{fmt(on_device)} {device_where}. Use fewer --seeds, a smaller --size, or "
+            "more devices (--devices)")
     return need

@@ -8,7 +8,7 @@
            -> setup.make_setup(...)                      the env's spaces (the env built
                                                          once), the replay's capacity
       -> transfer.check                             run.from_checkpoint's source (Plan.source)
-      -> check_devices, memory.check_replay         the devices and the replay's bytes
+      -> check_devices, memory.check_replay         the devices; the replay's and agents' bytes
       -> Plan: the seed strategy and the mesh
 
 One plan per entry point: the command line's preflight (train), driver.train of a Config,

@@ -153,8 +153,7 @@ def _agent_leaves(run_dir: Path, index: int, config: Config, spaces) -> tuple[st
     if layout is None:
         return ()
     saved = {entry[0]: entry for entry in layout}
-    shapes = jax.eval_shape(lambda k: agent_lib.init(k, config.agent, spaces),
-                            jax.random.PRNGKey(0))
+    shapes = agent_lib.state_shapes(config.agent, spaces)
     names = []
     for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
         name = ".agent" + jax.tree_util.keystr(path)
