@@ -3,7 +3,8 @@
 per-instruction events summed and matched to the compiled HLO (what each instruction
 computes and the JAX op it came from). Prints one JSON object; nothing is asserted.
 
-    python benchmarks/profile_update.py [--updates 3] [--top 40] [--out DIR]
+    python benchmarks/profile_update.py [--size 1m] [--set KEY=VALUE ...] [--updates 3]
+        [--top 40] [--out DIR]
 
 Events are summed over all threads (XLA:CPU runs independent work on both cores), so the
 total can exceed the wall time. An instruction's count per update tells its place: 1 =
@@ -174,6 +175,9 @@ def analyse(index: dict, events: list, updates: int, top: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="1m", help="the model size (the bench's CartPole)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config item, as `dreamerjax train --set` (jax.compute_dtype=bfloat16)")
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--out", default=None, help="keep the trace here (default: a temp dir)")
@@ -196,7 +200,7 @@ def main(argv=None) -> int:
 
     from dreamerjax.tools import bench
 
-    setup = bench.make_setup(False)
+    setup = bench.make_setup(False, tuple(args.set), size=args.size)
     compiled, _ = bench.compile_update(setup, 1)
     text = compiled.as_text()
     index = hlo_index(text)
@@ -217,6 +221,7 @@ def main(argv=None) -> int:
     summary = analyse(index, trace_events(logdir), args.updates, args.top)
     json.dump({
         "wall_s_per_update_traced": wall, **summary, "trace_dir": logdir,
+        "size": args.size, "set": args.set, "device_kind": jax.devices()[0].device_kind,
         "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""),
     }, sys.stdout, indent=1)
     print()
