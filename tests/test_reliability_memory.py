@@ -10,7 +10,7 @@ import sys
 
 import jax
 import pytest
-from _runs import small_argv, small_config
+from _runs import SMALL_ARGV, small_argv, small_config
 
 from dreamerjax.run import loop, memory
 from dreamerjax.run import setup as setup_lib
@@ -167,19 +167,23 @@ def test_info_names_the_accelerator_and_the_seeds_whose_replays_fit(capsys):
     assert any(x.startswith(f"  {jax.device_count()} x {kind} ") for x in out)
 
 
-def test_info_asked_for_a_missing_accelerator_says_what_to_change(tmp_path):
+@pytest.mark.parametrize("argv", [["info", "--tiny"], ["train", *SMALL_ARGV, "--out", "run"]],
+                         ids=["info", "train"])
+def test_a_missing_accelerator_asked_for_says_what_to_change(tmp_path, argv):
     """JAX_PLATFORMS=tpu (a TPU-only request) on a machine JAX finds no TPU on: one line
-    naming the variable and the fixes, exit 2."""
+    naming the variable and the fixes, exit 2, and no run directory made."""
     import os
     import subprocess
 
     if jax.default_backend() == "tpu":
         pytest.skip("this machine has a TPU")
     env = {**os.environ, "JAX_PLATFORMS": "tpu"}
-    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "info", "--tiny"],
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", *argv],
                           capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
                           timeout=300)
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip()
-    assert err.count("\n") == 0 and err.startswith("dreamerjax info: error: JAX_PLATFORMS=tpu")
+    assert err.count("\n") == 0 and err.startswith(
+        f"dreamerjax {argv[0]}: error: JAX_PLATFORMS=tpu"), err
     assert "JAX_PLATFORMS=cpu" in err and "pip install -e '.[tpu]'" in err
+    assert not (tmp_path / "run").exists()

@@ -77,6 +77,17 @@ def resume_config(args: TrainArgs):
         raise ArgumentError(config_line(e, args)) from e
 
 
+def require_backend() -> None:
+    """Start the JAX backend JAX_PLATFORMS asks for, or refuse in one line saying what to
+    change (ArgumentError: a TPU-only or GPU-only request on a machine without one),
+    before anything is built or compiled."""
+    from dreamerjax.tools import accelerators
+
+    error = accelerators.backend_error()
+    if error is not None:
+        raise ArgumentError(error)
+
+
 def plan_of_args(args: TrainArgs):
     """The run's plan (run/plan.Plan) of `dreamerjax train`'s arguments: a new run's config
     from its flags, or a resumed run's with the flags that may change it; checked once
@@ -94,6 +105,7 @@ def train_command(args: TrainArgs) -> int:
     if args.distributed:  # before the driver's imports start a JAX backend
         from dreamerjax.run import distributed
         distributed.start(args.coordinator, args.num_processes, args.process_id)
+    require_backend()
     plan = plan_of_args(args)
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
@@ -224,9 +236,6 @@ def info_command(args: InfoArgs) -> int:
     from dreamerjax.run import plan as plan_lib
     from dreamerjax.tools import accelerators
 
-    error = accelerators.backend_error()
-    if error is not None:  # JAX_PLATFORMS asks for a backend this machine does not have
-        raise ValueError(error)
     config, provenance = resolve_args(args, check=False)
     try:  # the plan's first part: the config validated once, its setup built once
         setup = plan_lib.run_setup(config)
@@ -424,6 +433,10 @@ COMMANDS = {TrainArgs: train_command, EvalArgs: eval_command, InfoArgs: info_com
             MergeArgs: merge_command, BenchArgs: bench_command, DemoArgs: _demo,
             EnvsArgs: envs_command, ReplayArgs: replay_command}
 
+# Commands whose first JAX call is checked by main (require_backend); train checks after
+# starting jax.distributed, bench in its own process set-up; the others need no backend.
+STARTS_BACKEND = (EvalArgs, InfoArgs, ExportArgs, ParityArgs, ReplayArgs)
+
 
 def parse(argv: Sequence[str] | None = None) -> Any:
     """Parse argv (default sys.argv[1:]) into one of the argument dataclasses."""
@@ -493,6 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dreamerjax.run import api
             api.imported_modules(imports)
         args = args.validate()
+        if type(args) in STARTS_BACKEND:  # train starts it after jax.distributed
+            require_backend()
         return COMMANDS[type(args)](args)
     except ArgumentError as e:
         print(f"dreamerjax {name}: error: {one_line(e)}", file=sys.stderr)
