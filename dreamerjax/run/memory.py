@@ -2,11 +2,11 @@
 machine has.
 
 The replay is the state's bulk for small models: seeds x envs x capacity rows of
-schema.replay_row_spec (observation, reward, flags, action, posterior deter and stoch); for
-large ones with many seeds the agent's own state is (parameters, slow critic, optimiser
-state). driver.train refuses a run whose replay, or whose replay
-and agent states together, would not fit, with the figures, before anything is compiled
-or allocated; `dreamerjax info` prints the replay's figure. With run.replay_memory host the
+schema.replay_row_spec (observation, reward, flags, action, posterior deter and stoch);
+for large ones with many seeds the agent's own state is (parameters, slow critic,
+optimiser state). driver.train refuses a run whose replay, or whose replay and agent
+states together, would not fit, with the figures, before anything is compiled or
+allocated; `dreamerjax info` prints the replay's figure. With run.replay_memory host the
 rows live in host memory (pinned), so host memory (MemAvailable) is what they are checked
 against, and the device holds the agents and the batches sampled from the rows. The
 update's own working memory is not counted: a run that passes can still run out while it
@@ -21,15 +21,20 @@ import os
 from dreamerjax.config.defaults import data_devices, fsdp_devices
 
 
-def row_bytes(setup) -> int:
-    """Bytes of one replay row of a Setup (schema.replay_row_spec, no leading axes)."""
+def tree_bytes(tree) -> int:
+    """Bytes of a tree of arrays or of their shapes (jax.ShapeDtypeStruct leaves)."""
     import jax
 
+    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+def row_bytes(setup) -> int:
+    """Bytes of one replay row of a Setup (schema.replay_row_spec, no leading axes)."""
     from dreamerjax.data import schema
 
     rssm = setup.config.agent.rssm
     spec = schema.replay_row_spec(setup.spaces, rssm.deter, rssm.stoch)
-    return sum(math.prod(s.shape) * s.dtype.itemsize for s in jax.tree.leaves(spec))
+    return tree_bytes(spec)
 
 
 def replay_bytes(setup, num_seeds: int) -> int:
@@ -95,12 +100,9 @@ def describe(setup, num_seeds: int) -> str:
 def agent_bytes(setup) -> int:
     """Bytes of one seed's agent state (algo.agent.AgentState: parameters, slow critic,
     optimiser state, normalisers), from its shapes: nothing is allocated."""
-    import jax
-
     from dreamerjax.algo import agent as agent_lib
 
-    shapes = agent_lib.state_shapes(setup.config.agent, setup.spaces)
-    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    return tree_bytes(agent_lib.state_shapes(setup.config.agent, setup.spaces))
 
 
 def check_replay(setup, num_seeds: int, devices: int = 1, local: int | None = None) -> int:

@@ -114,7 +114,6 @@ from dreamerjax.tools.bench.programs import (
     point_config,
     program_bytes,
     ticks_program,
-    tree_bytes,
     update_program,
     use_cache,
 )
@@ -224,7 +223,6 @@ __all__ = [
     "table_rows",
     "ticks_program",
     "time_updates",
-    "tree_bytes",
     "unrolled_scans",
     "update_flops",
     "update_program",

@@ -196,11 +196,6 @@ def point_config(opts: Options, size: str, dtype: str | None = None):
     return config_of(steps=layout.chunks * rows, eval_every=rows, eval_episodes=1), layout
 
 
-def tree_bytes(tree) -> int:
-    import jax
-    return sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(tree))
-
-
 @contextlib.contextmanager
 def counting_compiles():
     """While inside: a list that gets one entry per XLA compile (backend_compile event)."""
@@ -276,7 +271,7 @@ def measure_point(opts: Options, size: str, dtype: str | None, num_seeds: int,
     config, layout = point_config(opts, size, dtype)
     plan, trainer = make_trainer(config, num_seeds, like)
     have, where = memory.available()
-    mem = {"state_bytes": tree_bytes(trainer.abstract_state()), "available_bytes": have,
+    mem = {"state_bytes": memory.tree_bytes(trainer.abstract_state()), "available_bytes": have,
            "available_where": where}
     if mem["state_bytes"] > have:
         raise DoesNotFit(f"does not fit: the run's state, {memory.fmt(mem['state_bytes'])}, "
