@@ -13,6 +13,10 @@ Nothing of the reference's file is kept here: the check reads the file named at 
     python benchmarks/gpu_check.py devices --out FILE           # jax.devices(), versions
     python benchmarks/gpu_check.py assemble --work W --out O [--scores FILE] [--smoke]
     python benchmarks/gpu_check.py compare RUN_DIR --scores FILE   # the comparison alone
+        [--task TASK] [--out JSON] [--plot PNG] [--title TEXT]
+
+`compare` takes the task from the run's env (playground_CartpoleSwingup ->
+dmc_cartpole_swingup) unless --task names it, and reads records.jsonl or records.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 
 TASK = "dmc_cartpole_balance"
@@ -127,12 +132,16 @@ def published_band(runs: list[dict], steps: list[float]) -> list[dict]:
 
 
 def read_jsonl(path: str) -> list[dict]:
-    """The JSON objects of a JSONL file; a missing file and a torn last line (a run killed
-    mid-write) read as nothing."""
+    """The JSON objects of a JSONL file, or of its gzipped copy PATH.gz where only that
+    exists (committed results keep their records gzipped); a missing file and a torn last
+    line (a run killed mid-write) read as nothing."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
     if not os.path.exists(path):
         return []
     out = []
-    with open(path, encoding="utf-8") as f:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             try:
                 row = json.loads(line)
@@ -205,9 +214,23 @@ def summarize(points: list[dict]) -> dict:
             "last_within_published_range": last and last["within_published_range"]}
 
 
-def compare_run(run_dir: str, scores: str, task: str = TASK, method: str = METHOD) -> dict:
-    """The comparison of a run directory (records.jsonl, config.json) with a scores file."""
+def task_of(config: dict) -> str:
+    """The scores file's task name for a run's env: playground_CartpoleSwingup (MuJoCo
+    Playground's port) and dmc_cartpole_swingup (dm_control's own) -> dmc_cartpole_swingup;
+    TASK when the config names no env."""
+    env = str(config.get("run", {}).get("env") or "")
+    if env.startswith("playground_"):
+        name = env.removeprefix("playground_")
+        return "dmc_" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    return env or TASK
+
+
+def compare_run(run_dir: str, scores: str, task: str | None = None,
+                method: str = METHOD) -> dict:
+    """The comparison of a run directory (records.jsonl, config.json) with a scores file;
+    `task` defaults to the run's own (task_of)."""
     config = _read_json(os.path.join(run_dir, "config.json")) or {}
+    task = task or task_of(config)
     repeat = int(config.get("env", {}).get("playground", {}).get("repeat", 2))
     curves = our_curves(read_jsonl(os.path.join(run_dir, "records.jsonl")), repeat)
     runs = read_scores(scores, task, method)
@@ -217,6 +240,47 @@ def compare_run(run_dir: str, scores: str, task: str = TASK, method: str = METHO
         points = compare_points(curves, runs, field)
         out[name] = {"points": points, "summary": summarize(points)}
     return out
+
+
+def plot_comparison(comparison: dict, out: str, title: str = "") -> None:
+    """A PNG (256 colours) of a comparison: our evaluation returns, each seed (thin) and
+    their mean (thick), and our training episodes' mean (the published curve's quantity,
+    where an episode ended) beside the published runs' [min, max] band and mean, at our log
+    points' env frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    points = comparison["eval"]["points"]
+    xs = [p["env_steps"] for p in points]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), dpi=100)
+    band = [(p["env_steps"], p["published_min"], p["published_max"], p["published_mean"])
+            for p in points if p["published_min"] is not None]
+    if band:
+        bx, lo, hi, mean = zip(*band, strict=True)
+        n = max(p["published_runs"] for p in points)
+        ax.fill_between(bx, lo, hi, color="0.8", label=f"reference, {n} seeds: min-max")
+        ax.plot(bx, mean, color="0.4", ls="--", label="reference: mean")
+    for seed in sorted(points[0]["ours"], key=str) if points else []:
+        ax.plot(xs, [p["ours"][seed] for p in points], color="C0", lw=0.8, alpha=0.45)
+    ax.plot(xs, [p["ours_mean"] for p in points], color="C0", lw=2,
+            label=f"dreamerjax, {len(points[0]['ours']) if points else 0} seeds: "
+                  "evaluation, each and mean")
+    train = [(p["env_steps"], p["ours_mean"]) for p in comparison["train_episodes"]["points"]
+             if p["ours_mean"] is not None]
+    if train:
+        ax.plot(*zip(*train, strict=True), color="C1", marker="o", ls=":",
+                label="dreamerjax: training episodes, mean")
+    ax.set(xlabel="env frames", ylabel="episode return",
+           title=title or comparison.get("task", ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    Image.open(out).convert("RGB").quantize(256).save(out, optimize=True)
 
 
 # ----------------------------------------------------------------------------- the JSON
@@ -402,14 +466,25 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("run_dir")
     c.add_argument("--scores", required=True)
+    c.add_argument("--task", default=None,
+                   help="the scores file's task (default: the run's env, task_of)")
+    c.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
+    c.add_argument("--plot", default=None, help="also draw the curves into this PNG")
+    c.add_argument("--title", default="", help="the plot's title (default: the task)")
     args = p.parse_args(argv)
     if args.cmd == "devices":
         write_json(devices(), args.out)
     elif args.cmd == "assemble":
         write_json(assemble(args.work, args.scores or None, args.smoke, args.budget), args.out)
     else:
-        json.dump(_finite(compare_run(args.run_dir, args.scores)), sys.stdout, indent=1)
-        print()
+        comparison = _finite(compare_run(args.run_dir, args.scores, args.task))
+        if args.out:
+            write_json(comparison, args.out)
+        else:
+            json.dump(comparison, sys.stdout, indent=1)
+            print()
+        if args.plot:
+            plot_comparison(comparison, args.plot, args.title)
     return 0
 
 

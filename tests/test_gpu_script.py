@@ -90,6 +90,64 @@ def test_points_are_placed_against_the_published_range(tmp_path):
     assert [p["position"] for p in none] == [None] * 3
 
 
+def test_the_task_is_the_runs_env_unless_named(tmp_path):
+    assert check.task_of({"run": {"env": "playground_CartpoleSwingup"}}) == \
+        "dmc_cartpole_swingup"
+    assert check.task_of({"run": {"env": "playground_CartpoleBalance"}}) == check.TASK
+    assert check.task_of({"run": {"env": "dmc_walker_walk"}}) == "dmc_walker_walk"
+    assert check.task_of({}) == check.TASK
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"run": {"env": "dmc_walker_walk"}}))
+    with gzip.open(run / "records.jsonl.gz", "wt") as f:  # read where only the .gz exists
+        f.write(json.dumps({"seed": 0, "rows": 200, "eval_mean": 5.0}) + "\n")
+    scores = synthetic(tmp_path / "s.json.gz")
+    walker = check.compare_run(str(run), scores)
+    assert walker["task"] == "dmc_walker_walk"
+    assert walker["eval"]["points"][0]["published_mean"] == -1e3
+    named = check.compare_run(str(run), scores, task=check.TASK)
+    assert named["eval"]["points"][0]["ours"] == {"0": 5.0}
+    assert named["eval"]["points"][0]["published_runs"] == 3
+
+
+def test_the_plot_draws_a_comparison_in_256_colours(tmp_path):
+    from PIL import Image
+
+    runs = check.read_scores(synthetic(tmp_path / "s.json.gz"))
+    records = [{"seed": s, "rows": rows, "eval_mean": 50.0 * s + rows / 4,
+                "train_return": None if rows < 150 else 60.0} for s in (0, 1)
+               for rows in (50, 100, 150)]
+    curves = check.our_curves(records, repeat=2)
+    comparison = {"task": check.TASK, **{
+        name: {"points": check.compare_points(curves, runs, field)}
+        for name, field in (("eval", "eval_mean"), ("train_episodes", "train_return"))}}
+    check.plot_comparison(comparison, str(tmp_path / "c.png"))
+    image = Image.open(tmp_path / "c.png")
+    assert image.mode == "P" and image.size == (640, 380)
+    assert len(image.getcolors(256)) > 4  # drawn, not blank
+
+
+COMMITTED_DMC = ROOT / "results" / "dmc_cartpole_tpu"
+
+
+@pytest.mark.parametrize("name", ["balance", "swingup_partial"])
+def test_committed_dmc_comparison_holds_the_records_own_numbers(name):
+    """The committed compare.json (the published band needs the reference's scores file,
+    which is not kept here) has our side as the gzipped records give it, its task from the
+    run's env, and its summary from its own points."""
+    src = COMMITTED_DMC / name
+    committed = json.loads((src / "compare.json").read_text())
+    config = json.loads((src / "config.json").read_text())
+    assert committed["task"] == check.task_of(config)
+    curves = check.our_curves(check.read_jsonl(str(src / "records.jsonl")), repeat=2)
+    for part, field in (("eval", "eval_mean"), ("train_episodes", "train_return")):
+        points = committed[part]["points"]
+        assert [p["env_steps"] for p in points] == curves["0"]["env_steps"]
+        for i, p in enumerate(points):
+            assert p["ours"] == {s: c[field][i] for s, c in curves.items()}
+        assert committed[part]["summary"] == check.summarize(points)
+
+
 def test_the_json_takes_the_data_stages_result_and_keeps_no_absolute_path(tmp_path):
     assert check.assemble(str(tmp_path), None, True, 60)["data_parallel"] is None
     (tmp_path / "data_parallel.json").write_text('{"runs": [], "speedup": {}}')

@@ -31,6 +31,22 @@ def test_the_committed_protocol_run_gives_its_compare_A():
     assert math.isclose(s.stat, expected, rel_tol=1e-12)
 
 
+def test_gzipped_records_are_read_where_only_they_exist(tmp_path):
+    """A results folder may keep records.jsonl.gz alone; the plain file wins where both are."""
+    import gzip
+
+    run = tmp_path / "run"
+    _write(run, {2: {0: 10.0}, 4: {0: 30.0}})
+    plain = (run / "records.jsonl").read_bytes()
+    (run / "records.jsonl.gz").write_bytes(gzip.compress(plain))
+    (run / "records.jsonl").write_text(plain.decode().splitlines()[0] + "\n")
+    assert summary.summarize(run, last=1).per_seed == {0: 11.0}  # the plain file's one point
+    (run / "records.jsonl").unlink()
+    assert summary.summarize(run, last=1).per_seed == {0: 31.0}
+    committed = summary.summarize(ROOT / "results" / "dmc_cartpole_tpu" / "balance")
+    assert committed.stat_rows == (46080, 48640, 51200)
+
+
 def test_statistic_threshold_and_chosen_rows(tmp_path):
     run = tmp_path / "run"
     _write(run, {2: {0: -1000.0, 1: -900.0}, 4: {0: -300.0, 1: -200.0},

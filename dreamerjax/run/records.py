@@ -206,12 +206,20 @@ def _import_env_modules(modules: Iterable[str], path: Path) -> None:
                   "pass --import MODULE", file=sys.stderr)
 
 
+def run_file(run_dir: str | os.PathLike, name: str) -> Path:
+    """RUN_DIR/name, or its gzipped copy name.gz where only that exists (a results folder
+    may keep its records gzipped)."""
+    path = Path(run_dir) / name
+    gz = path.with_name(name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 def read_records(run_dir: str | os.PathLike) -> list[dict]:
-    return read_jsonl(Path(run_dir) / RECORDS_FILE)
+    return read_jsonl(run_file(run_dir, RECORDS_FILE))
 
 
 def read_episodes(run_dir: str | os.PathLike) -> list[dict]:
-    return read_jsonl(Path(run_dir) / EPISODES_FILE)
+    return read_jsonl(run_file(run_dir, EPISODES_FILE))
 
 
 def _float_or_none(x: Any) -> float | None:

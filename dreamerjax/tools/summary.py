@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from dreamerjax.run.records import RECORDS_FILE, read_jsonl
+from dreamerjax.run.records import RECORDS_FILE, read_jsonl, run_file
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _mean(xs) -> float:
 def read_records(run_dir: str | Path, seeds: tuple[int, ...] | None = None) -> list[dict]:
     """RUN_DIR's records.jsonl, only the seeds named when given; ValueError when the
     records are missing or a seed named has none."""
-    path = Path(run_dir) / RECORDS_FILE
+    path = run_file(run_dir, RECORDS_FILE)
     records = read_jsonl(path)
     if not records:
         raise ValueError(f"{path}: no records (has the run reached its first log point?)")
