@@ -137,3 +137,41 @@ def test_training_process_loads_every_program_and_records_are_unchanged(tmp_path
     _train(tmp_path / "plain", tmp_path / "cache2", "--no-compile-cache",
            precompile_on=False)
     assert _records(tmp_path / "pre") == _records(tmp_path / "plain")
+
+
+# What a TPU does (a child cannot open its devices beside the parent's): the run's programs
+# compiled in this process, several threads at once, into an empty cache; then a trainer's
+# first calls load them from it.
+IN_PROCESS = """
+import json, sys
+import jax
+from _runs import small_config
+from dreamerjax.run import plan as plan_lib, precompile, trainers
+precompile.enable_compile_cache(sys.argv[1])
+hits = []
+jax.monitoring.register_event_listener(
+    lambda e, **_: hits.append(e) if e.endswith("/cache_hits") else None)
+plan = plan_lib.make_plan(small_config(), (0, 1), 1)
+out = precompile.precompile(plan, report=False, here=True)
+before = len(hits)
+trainer = trainers.CompiledTrainer(plan)
+states = trainer.init()
+trainer.chunk(states, 0)
+print("RESULT " + json.dumps({"out": out, "hits_before": before, "hits": len(hits)}))
+"""
+
+
+def test_in_process_compiles_the_programs_at_once_and_the_trainer_loads_them(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, str(tmp_path / "cache")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    result = json.loads(line.removeprefix("RESULT "))
+    out = result["out"]
+    assert out is not None and out["in_process"]
+    assert set(out["seconds"]) == {"init", "chunk", "eval", "wall"}
+    assert out["seconds"]["wall"] >= max(out["seconds"][k] for k in ("init", "chunk", "eval"))
+    assert len(list((tmp_path / "cache").iterdir())) >= 3  # one entry per program at least
+    assert result["hits_before"] == 0  # the cache was empty: everything above compiled
+    assert result["hits"] >= 2  # the trainer's init and chunk loaded, not compiled again

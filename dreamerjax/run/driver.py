@@ -211,7 +211,8 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
                       flush=True)
             heartbeat.say("compiling")
             if settings.precompile and settings.compile_cache:  # the compile peak in a child
-                heartbeat.say("compiling the run's programs in a child process")
+                heartbeat.say("compiling the run's programs " + (
+                    "at once" if precompile_lib.in_process() else "in a child process"))
                 precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
             run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
                       primary=primary)

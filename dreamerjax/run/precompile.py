@@ -22,11 +22,13 @@ and on a GPU JAX's client takes XLA_PYTHON_CLIENT_MEM_FRACTION (75 %) of every d
 it starts. The child runs on the same devices, so it is started with preallocation off
 (CHILD_ENV, in its environment only): it takes what its compiles need (autotuning's
 buffers) from the rest and gives it back as it exits. A TPU opens in one process at a
-time, so there the parent compiles (no child).
+time, so there the parent compiles the same programs itself, several at once, into the
+cache (no child), before its trainer first calls them.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -47,28 +49,47 @@ CHILD_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 EXCLUSIVE_BACKENDS = ("tpu",)
 
 
-def compile_trainer(trainer, report: bool = True) -> dict:
+def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
     """Lower and compile every jitted function of a trainers.CompiledTrainer with the arguments
-    driver.train passes them (abstract: nothing is computed). Returns seconds per name."""
+    driver.train passes them (abstract: nothing is computed). The programs are lowered one
+    after another (tracing holds Python's lock) and compiled by `workers` threads at once:
+    XLA compiles outside that lock, so with cores to spare the run waits for its longest
+    compile (the chunk's) rather than for their sum. Returns seconds per name (each
+    compile's own) and "wall" (all of them, lowering included)."""
     import jax
     import numpy as np
 
+    start = time.perf_counter()
+    keys = trainer._keys()
+    states = trainer.abstract_state()
+    programs = {"init": (trainer._init, keys),
+                "chunk": (trainer._chunk, trainer.chunk_input(states), trainer.owed(0)),
+                "eval": (trainer._eval, states.agent.params, keys, False)}
+    if report:
+        programs["report"] = (trainer._report, states, np.asarray(jax.random.PRNGKey(0)))
+    lowered = {name: fn.lower(*args) for name, (fn, *args) in programs.items()}
     secs = {}
 
-    def timed(name, fn, *args):
+    def compile_one(name):
         t = time.perf_counter()
-        fn.lower(*args).compile()
+        lowered[name].compile()
         secs[name] = time.perf_counter() - t
 
-    keys = trainer._keys()
-    timed("init", trainer._init, keys)
-    states = trainer.abstract_state()
-    timed("chunk", trainer._chunk, trainer.chunk_input(states), trainer.owed(0))
-    timed("eval", trainer._eval, states.agent.params, keys, False)
-    if report:
-        key = np.asarray(jax.random.PRNGKey(0))
-        timed("report", trainer._report, states, key)
-    return secs
+    if workers > 1:
+        # The chunk first: the longest, so the others overlap it.
+        order = sorted(lowered, key=lambda name: name != "chunk")
+        with concurrent.futures.ThreadPoolExecutor(min(workers, len(order))) as pool:
+            list(pool.map(compile_one, order))
+    else:
+        for name in lowered:
+            compile_one(name)
+    return {**{name: secs[name] for name in lowered}, "wall": time.perf_counter() - start}
+
+
+def compile_workers() -> int:
+    """Threads for compile_trainer: one per program (init, chunk, eval, report) where the
+    host has the cores."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def child(spec: dict) -> dict:
@@ -86,7 +107,7 @@ def child(spec: dict) -> dict:
     # The parent's plan, made once in this process from what child_spec sent.
     plan = plan_lib.make_plan(from_dict(spec["config"]), spec["seeds"], int(spec["devices"]))
     trainer = trainers.CompiledTrainer(plan)
-    secs = compile_trainer(trainer, bool(spec.get("report", True)))
+    secs = compile_trainer(trainer, bool(spec.get("report", True)), compile_workers())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": secs, "peak_rss_mib": peak,
             "env": {name: os.environ.get(name) for name in CHILD_ENV}}
@@ -109,17 +130,40 @@ def child_env(parent: dict[str, str]) -> dict[str, str]:
     return {**parent, **CHILD_ENV}
 
 
-def precompile(plan, report: bool = True, timeout: float | None = None) -> dict | None:
-    """Fill the persistent cache with the programs of a run's plan (run/plan.Plan) from
-    a child process. Returns the child's figures (seconds per function, its peak RSS, the
-    CHILD_ENV variables as it received them, wall seconds), or None when skipped (no cache
-    directory, several processes, host envs, a TPU) or the child failed."""
+def in_process() -> bool:
+    """Whether precompile compiles in this process: where the backend's devices open in
+    one process at a time (EXCLUSIVE_BACKENDS), so no child can."""
+    import jax
+    return jax.default_backend() in EXCLUSIVE_BACKENDS
+
+
+def precompile(plan, report: bool = True, timeout: float | None = None,
+               here: bool | None = None) -> dict | None:
+    """Fill the persistent cache with the programs of a run's plan (run/plan.Plan): from
+    a child process, or (here; default in_process()) in this process, the programs
+    compiled by compile_workers() threads at once and the executables dropped (the
+    trainer's own calls then load them from the cache, after tracing them again). Returns
+    the figures (seconds per function; from a child also its peak RSS and the CHILD_ENV
+    variables as it received them; wall seconds), or None when skipped (no cache
+    directory, several processes, host envs) or the compile failed (the run then compiles
+    as it goes)."""
     import jax
 
     cache_dir = _cache_dir()
-    if not cache_dir or plan.host or jax.process_count() > 1 or \
-            jax.default_backend() in EXCLUSIVE_BACKENDS:
+    if not cache_dir or plan.host or jax.process_count() > 1:
         return None
+    if in_process() if here is None else here:
+        from dreamerjax.run import trainers
+
+        t = time.perf_counter()
+        try:
+            secs = compile_trainer(trainers.CompiledTrainer(plan), report, compile_workers())
+        except Exception as e:  # noqa: BLE001 - the run compiles as it goes instead
+            print(f"dreamerjax: warning: compiling the run's programs at once failed "
+                  f"({type(e).__name__}: {e}); compiling them as they are first called",
+                  file=sys.stderr)
+            return None
+        return {"seconds": secs, "wall_s": time.perf_counter() - t, "in_process": True}
     spec = child_spec(plan, report, cache_dir)
     t = time.perf_counter()
     try:
