@@ -18,15 +18,17 @@ import subprocess
 import sys
 
 CHILD = """
-import json, sys
+import json, sys, time
 import jax
 from dreamerjax.config.resolve import make_config
 from dreamerjax.run import plan as plan_lib, precompile, trainers
 a = json.loads(sys.argv[1])
 config = make_config(a["env"], size=a["size"], sets=a["sets"])
 plan = plan_lib.make_plan(config, tuple(range(a["seeds"])), 1)
-secs = precompile.compile_trainer(trainers.CompiledTrainer(plan), True, a["workers"])
-print("RESULT " + json.dumps({"backend": jax.default_backend(),
+trainer = trainers.CompiledTrainer(plan)
+t = time.perf_counter()
+secs = precompile.compile_trainer(trainer, True, a["workers"])
+print("RESULT " + json.dumps({"backend": jax.default_backend(), "wall": time.perf_counter() - t,
                               "device_kind": jax.devices()[0].device_kind, **secs}))
 """
 

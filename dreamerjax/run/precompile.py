@@ -55,11 +55,10 @@ def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
     after another (tracing holds Python's lock) and compiled by `workers` threads at once:
     XLA compiles outside that lock, so with cores to spare the run waits for its longest
     compile (the chunk's) rather than for their sum. Returns seconds per name (each
-    compile's own) and "wall" (all of them, lowering included)."""
+    compile's own)."""
     import jax
     import numpy as np
 
-    start = time.perf_counter()
     keys = trainer._keys()
     states = trainer.abstract_state()
     programs = {"init": (trainer._init, keys),
@@ -83,7 +82,7 @@ def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
     else:
         for name in lowered:
             compile_one(name)
-    return {**{name: secs[name] for name in lowered}, "wall": time.perf_counter() - start}
+    return {name: secs[name] for name in lowered}
 
 
 def compile_workers() -> int:
