@@ -222,6 +222,27 @@ def test_dmc_proprio_time_limit_is_a_truncation():
     assert t == 500 and not rows["is_terminal"][0] and ends.length[0] == 500
 
 
+def test_dmc_proprio_runs_with_rendering_disabled():
+    """MUJOCO_GL=disable (dm_control's no-renderer setting, docs/environments.md): a
+    proprioceptive env steps with no OpenGL loaded, in a fresh process where the setting is
+    read at dm_control's import."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("dm_control")
+    code = ("import sys, numpy as np\n"
+            "from dreamerjax.envs.host.dmc import DMCEnv\n"
+            "env = DMCEnv('cartpole_balance', image=False)\n"
+            "obs = env.reset(seed=0)\n"
+            "obs, reward, term, trunc, _ = env.step(np.zeros(1, np.float32))\n"
+            "assert sorted(obs) == ['position', 'velocity'] and reward > 0, (obs, reward)\n"
+            "assert not any(m.startswith('OpenGL') for m in sys.modules), 'OpenGL loaded'\n")
+    env = dict(os.environ, MUJOCO_GL="disable")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 # ----------------------------------------------------------------------------- Crafter
 
 
