@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A DeepMind Control curve as the reference publishes it, trained in pieces that each fit a
+# job's time limit: every call trains RUN_DIR (a new run, or `--resume` where RUN_DIR has
+# one) for at most LIMIT seconds, stopping at a log point, then copies the run's records
+# to OUT and, given the reference's scores file, compares and plots the curve so far.
+#
+#   LIMIT=540 SCORES=reference_scores/dmc_proprio-dreamerv3.json.gz \
+#       bash benchmarks/dmc_curve.sh runs/dmc_balance results/dmc_balance
+#   (again, until it exits 0)
+#   TASK=playground_CartpoleSwingup ... bash benchmarks/dmc_curve.sh runs/dmc_swingup OUT
+#   SMOKE=1 ROWS=96 bash benchmarks/dmc_curve.sh RUN OUT   # tiny, on a CPU
+#
+# Knobs (environment): TASK (playground_CartpoleBalance; dmc_cartpole_balance is
+# dm_control's own, through the host path), SIZE (1m; the preset's is 12m), SEEDS
+# ("0 1 2"), ROWS (51200: 102,400 env frames at action repeat 2), EVAL_EVERY (2560),
+# EVAL_EPISODES (5), CHECKPOINT_EVERY (2 log points), LIMIT (s of this call's training;
+# 0: no limit), SCORES (the reference's scores/dmc_proprio-dreamerv3.json.gz, read, never
+# copied; docs/performance.md says where it comes from), PYTHON (python3), SMOKE (1: the
+# tiny network, 2 envs, short episodes; a check that it runs).
+#
+# Exit status: 0 when RUN_DIR has reached ROWS, 3 when it stopped before (call again), else
+# the run's. OUT gets config.json, records.jsonl.gz, episodes.jsonl.gz and, with SCORES,
+# compare.json and curve.png (benchmarks/gpu_check.py compare).
+set -u
+cd "$(dirname "$0")/.."
+RUN=${1:?usage: dmc_curve.sh RUN_DIR OUT}
+OUT=${2:?usage: dmc_curve.sh RUN_DIR OUT}
+PY=${PYTHON:-python3}
+TASK=${TASK:-playground_CartpoleBalance}
+ROWS=${ROWS:-51200}
+LIMIT=${LIMIT:-0}
+args=(--steps "$ROWS")
+if [ -f "$RUN/config.json" ]; then
+    args+=(--resume "$RUN")
+else
+    read -r -a seeds <<< "${SEEDS:-0 1 2}"
+    args+=(--env "$TASK" --configs dmc_proprio --seeds "${seeds[@]}" --out "$RUN"
+           --eval-every "${EVAL_EVERY:-2560}" --eval-episodes "${EVAL_EPISODES:-5}"
+           --checkpoint-every "${CHECKPOINT_EVERY:-2}" --report-every 0)
+    if [ "${SMOKE:-0}" = 1 ]; then
+        args+=(--tiny --num-envs 2 --set wrapper.length=40 --set batch_size=4
+               --set batch_length=17 --set run.train_ratio=32)
+    else
+        args+=(--size "${SIZE:-1m}")
+    fi
+fi
+limit=()
+(( LIMIT > 0 )) && limit=(timeout --kill-after=15 "$LIMIT")  # SIGTERM: stop at a log point
+"${limit[@]}" "$PY" -m dreamerjax.tools.cli train "${args[@]}"
+rc=$?
+mkdir -p "$OUT"
+cp "$RUN/config.json" "$OUT/" 2>/dev/null
+for f in records episodes; do
+    [ -f "$RUN/$f.jsonl" ] && gzip -9 -n -c "$RUN/$f.jsonl" > "$OUT/$f.jsonl.gz"
+done
+if [ -n "${SCORES:-}" ] && [ -f "$OUT/records.jsonl.gz" ]; then
+    "$PY" benchmarks/gpu_check.py compare "$OUT" --scores "$SCORES" --out "$OUT/compare.json" \
+        --plot "$OUT/curve.png" || echo "dmc_curve: the comparison failed" >&2
+fi
+reached=$("$PY" -c 'import json, sys
+rows = [json.loads(x)["rows"] for x in open(sys.argv[1]) if x.strip()]
+print(max(rows, default=0))' "$RUN/records.jsonl" 2>/dev/null || echo 0)
+echo "dmc_curve: $RUN at $reached of $ROWS rows (train exited $rc)"
+if (( reached >= ROWS )); then exit 0; fi
+case $rc in 0|124|137|143) exit 3 ;; *) exit "$rc" ;; esac
