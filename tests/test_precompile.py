@@ -175,3 +175,16 @@ def test_in_process_compiles_the_programs_at_once_and_the_trainer_loads_them(tmp
     assert len(list((tmp_path / "cache").iterdir())) >= 3  # one entry per program at least
     assert result["hits_before"] == 0  # the cache was empty: everything above compiled
     assert result["hits"] >= 2  # the trainer's init and chunk loaded, not compiled again
+
+
+def test_compile_threads_per_backend(monkeypatch):
+    """One per program where the host has the cores; one on a GPU (its compiles autotune
+    on the device)."""
+    import jax
+
+    assert precompile.compile_workers() == max(1, min(4, os.cpu_count() or 1))
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert precompile.compile_workers() == 1
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    monkeypatch.setattr(os, "cpu_count", lambda: 13)
+    assert precompile.compile_workers() == 4

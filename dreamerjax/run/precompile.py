@@ -47,6 +47,7 @@ CHILD_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 # Backends whose devices one process opens at a time: a child could not start beside the
 # parent's backend (libtpu refuses a TPU another process holds).
 EXCLUSIVE_BACKENDS = ("tpu",)
+GPU_BACKENDS = ("gpu", "cuda", "rocm")
 
 
 def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
@@ -87,7 +88,11 @@ def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
 
 def compile_workers() -> int:
     """Threads for compile_trainer: one per program (init, chunk, eval, report) where the
-    host has the cores."""
+    host has the cores; one on a GPU, whose compiles autotune by running kernels on the
+    device, beside the parent's share of its memory."""
+    import jax
+    if jax.default_backend() in GPU_BACKENDS:
+        return 1
     return max(1, min(4, os.cpu_count() or 1))
 
 
