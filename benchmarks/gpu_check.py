@@ -225,13 +225,21 @@ def task_of(config: dict) -> str:
     return env or TASK
 
 
+def repeat_of(config: dict) -> int:
+    """Env frames per row: the action repeat of the run's suite (env.dmc.repeat for
+    dm_control's own dmc_* tasks, else env.playground.repeat), 2 when the config has none."""
+    env = str(config.get("run", {}).get("env") or "")
+    suite = "dmc" if env.startswith("dmc_") else "playground"
+    return int(config.get("env", {}).get(suite, {}).get("repeat", 2))
+
+
 def compare_run(run_dir: str, scores: str, task: str | None = None,
                 method: str = METHOD) -> dict:
     """The comparison of a run directory (records.jsonl, config.json) with a scores file;
     `task` defaults to the run's own (task_of)."""
     config = _read_json(os.path.join(run_dir, "config.json")) or {}
     task = task or task_of(config)
-    repeat = int(config.get("env", {}).get("playground", {}).get("repeat", 2))
+    repeat = repeat_of(config)
     curves = our_curves(read_jsonl(os.path.join(run_dir, "records.jsonl")), repeat)
     runs = read_scores(scores, task, method)
     out = {"env_steps_per_row": repeat, "task": task, "method": method,
@@ -307,7 +315,7 @@ def train_section(run_dir: str) -> dict | None:
     config = _read_json(os.path.join(run_dir, "config.json"))
     if config is None:
         return None
-    repeat = int(config.get("env", {}).get("playground", {}).get("repeat", 2))
+    repeat = repeat_of(config)
     curves = our_curves(read_jsonl(os.path.join(run_dir, "records.jsonl")), repeat)
     agent = config.get("agent", {})
     # Updates per second between consecutive log points, of the first seed: every seed

@@ -96,6 +96,11 @@ def test_the_task_is_the_runs_env_unless_named(tmp_path):
     assert check.task_of({"run": {"env": "playground_CartpoleBalance"}}) == check.TASK
     assert check.task_of({"run": {"env": "dmc_walker_walk"}}) == "dmc_walker_walk"
     assert check.task_of({}) == check.TASK
+    assert check.repeat_of({"run": {"env": "dmc_walker_walk"},
+                            "env": {"dmc": {"repeat": 4}, "playground": {"repeat": 2}}}) == 4
+    assert check.repeat_of({"run": {"env": "playground_CartpoleBalance"},
+                            "env": {"dmc": {"repeat": 4}, "playground": {"repeat": 3}}}) == 3
+    assert check.repeat_of({}) == 2
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"run": {"env": "dmc_walker_walk"}}))
