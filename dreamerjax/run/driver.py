@@ -210,9 +210,12 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
                       "training to the first (a line at every log point)", file=sys.stderr,
                       flush=True)
             heartbeat.say("compiling")
-            if settings.precompile and settings.compile_cache:  # the compile peak in a child
-                heartbeat.say("compiling the run's programs " + (
-                    "at once" if precompile_lib.in_process() else "in a child process"))
+            # The compile peak in a child. Not on a TPU, where no child can open the chip:
+            # compiled at once in this process, the programs were compiled a second time at
+            # the trainer's first calls (precompile.in_process).
+            if settings.precompile and settings.compile_cache and \
+                    not precompile_lib.in_process():
+                heartbeat.say("compiling the run's programs in a child process")
                 precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
             run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
                       primary=primary)

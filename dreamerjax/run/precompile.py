@@ -22,8 +22,11 @@ and on a GPU JAX's client takes XLA_PYTHON_CLIENT_MEM_FRACTION (75 %) of every d
 it starts. The child runs on the same devices, so it is started with preallocation off
 (CHILD_ENV, in its environment only): it takes what its compiles need (autotuning's
 buffers) from the rest and gives it back as it exits. A TPU opens in one process at a
-time, so there the parent compiles the same programs itself, several at once, into the
-cache (no child), before its trainer first calls them.
+time, so no child can compile there; the same programs compiled at once in the training
+process (precompile(here=True)) did not spare the trainer's own compiles on one TPU v5e
+chip (the first log point came 131 s after 150 s of compiling at once, against 172 s
+without it; the resume's compile at once took about 100 s with the cache filled), so a
+run there does not precompile (driver.train; docs/performance.md, "On a TPU").
 """
 
 from __future__ import annotations
@@ -135,8 +138,9 @@ def child_env(parent: dict[str, str]) -> dict[str, str]:
 
 
 def in_process() -> bool:
-    """Whether precompile compiles in this process: where the backend's devices open in
-    one process at a time (EXCLUSIVE_BACKENDS), so no child can."""
+    """Whether the backend's devices open in one process at a time (EXCLUSIVE_BACKENDS),
+    so no child can compile beside the run: precompile then compiles in this process, and
+    driver.train does not precompile at all."""
     import jax
     return jax.default_backend() in EXCLUSIVE_BACKENDS
 
