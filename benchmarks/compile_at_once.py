@@ -5,8 +5,9 @@ process with no persistent cache, the two alternated; one JSON object.
     python benchmarks/compile_at_once.py [--env CartPole-v1] [--size 1m] [--seeds 3]
         [--set KEY=VALUE ...] [--workers 4] [--pairs 2] [--out FILE]
 
-On a TPU a run compiles its programs in its own process (no child can open the chip), so
-there this is the wait before its first log point that compiling them at once removes.
+A run's precompile child compiles this way. On a TPU no child can open the chip, and
+programs compiled at once in the run's own process were compiled again at its first calls
+(benchmarks/cache_check.py asks why), so a run there does not precompile.
 """
 
 from __future__ import annotations

@@ -188,3 +188,32 @@ def test_compile_threads_per_backend(monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
     monkeypatch.setattr(os, "cpu_count", lambda: 13)
     assert precompile.compile_workers() == 4
+
+
+def test_cache_check_compares_lowered_texts():
+    from _benchmarks import load
+
+    text_diff = load("cache_check.py").text_diff
+    assert text_diff("a\nb\n", "a\nb\n") == {"equal": True}
+    out = text_diff("a\nb\nc", "a\nB\nc")
+    assert out["equal"] is False and out["lines_differing"] == 2
+    assert out["first"] == ["-b", "+B"]
+
+
+@pytest.mark.slow
+def test_cache_check_finds_the_trainers_programs_in_the_cache_on_a_cpu(tmp_path):
+    """benchmarks/cache_check.py as the chip runs it: on a CPU the programs lowered from
+    the abstract state are the trainer's own, and the trainer's big compiles are loads."""
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "benchmarks/cache_check.py", "--tiny", "--seeds",
+                           "1", "--workers", "2", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["lowered_abstract_vs_concrete"] == {"chunk": {"equal": True},
+                                                      "eval": {"equal": True}}
+    # The chunk compiles for longer than the cache's threshold, so it was stored and loaded
+    # (the tiny evaluation compiles in less, and is not stored).
+    assert result["ahead_seconds"]["chunk"] >= result["min_compile_time_s"]
+    chunks = [c for c in result["trainer_compiles"] if c["fun"] == "jit(run_chunk)"]
+    assert chunks and all(c["cache_hit"] for c in chunks), result["trainer_compiles"]
