@@ -269,3 +269,30 @@ def test_twohot_mean_option_reaches_every_head_mean():
     for name, fn in numerics.TWOHOT_MEANS.items():
         cfg = dataclasses.replace(config.agent, twohot_mean=name)
         np.testing.assert_array_equal(A.twohot_expectation(cfg, logits, bins), fn(logits, bins))
+
+
+@pytest.mark.parametrize("rows", [16, 256])
+def test_block_gru_first_product_group_by_group_is_the_flattened_one(rows):
+    """Below float32, the first block layer's product of every group's [deter block, x]:
+    from PER_GROUP_MIN_ROWS rows group by group as it is (no flattened copy of all the
+    groups' inputs), the same values and gradients bit for bit as grouped_matmul of the
+    flattened groups."""
+    g, dg, h, o = 8, 32, 48, 40
+    ks = jax.random.split(jax.random.PRNGKey(3), 3)
+    deter = jax.random.normal(ks[0], (rows, g * dg)).astype(jnp.bfloat16)
+    x = jax.random.normal(ks[1], (rows, h)).astype(jnp.bfloat16)
+    k = jax.random.normal(ks[2], (g, dg + h, o)).astype(jnp.bfloat16)
+
+    def flattened(deter, x, k):
+        xs = jnp.broadcast_to(x[:, None], (rows, g, h))
+        grouped = jnp.concatenate([deter.reshape((rows, g, dg)), xs], -1)
+        return nets.grouped_matmul(grouped.reshape((rows, -1)), k)
+
+    ours = jax.jit(nets._dyn0_product)(deter, x, k)
+    theirs = jax.jit(flattened)(deter, x, k)
+    np.testing.assert_array_equal(np.asarray(ours, np.float32), np.asarray(theirs, np.float32))
+    loss = lambda f: lambda *a: (f(*a).astype(jnp.float32) ** 2).sum()  # noqa: E731
+    grads = jax.jit(jax.grad(loss(nets._dyn0_product), (0, 1, 2)))(deter, x, k)
+    grads_flat = jax.jit(jax.grad(loss(flattened), (0, 1, 2)))(deter, x, k)
+    for a, b in zip(grads, grads_flat, strict=True):
+        np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))

@@ -214,11 +214,21 @@ def _dyn0_product(deter, x, k):
     In float32, x (shared by all groups) is one dense matmul instead of g copies of x
     (same products, 1.7x faster on CPU than broadcasting x to every group). Below float32
     the reference's own form: its one product per group is rounded once, where the sum
-    of two rounded partial products would round twice."""
+    of two rounded partial products would round twice. From PER_GROUP_MIN_ROWS rows each
+    group's [deter block j, x] is multiplied as it is: flattening all groups' inputs into
+    one [B, g * (D/g + 3H)] array for grouped_matmul to slice again is a copy on a TPU,
+    whose tiles it does not keep (0.71 ms of the 12m update's 12.3 ms in the imagination
+    scan; docs/performance.md, "On a TPU"), and gives the same products."""
     g, dg = k.shape[0], deter.shape[-1] // k.shape[0]
     if deter.dtype != f32:
         b = deter.shape[0]
+        # x broadcast to every group, as there: its gradient is then their sum, reduced
+        # once (adding the groups' gradients one by one would round at every add).
         xs = jnp.broadcast_to(x[:, None], (b, g, x.shape[-1]))
+        if _per_group(deter):
+            return jnp.concatenate(
+                [jnp.concatenate([deter[:, j * dg:(j + 1) * dg], xs[:, j]], -1) @ k[j]
+                 for j in range(g)], -1)
         grouped = jnp.concatenate([deter.reshape((b, g, dg)), xs], -1)
         return grouped_matmul(grouped.reshape((b, -1)), k)
     hd = grouped_matmul(deter, k[:, :dg])
