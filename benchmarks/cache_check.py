@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import logging
 import os
 import sys
@@ -125,12 +124,9 @@ def main(argv=None) -> int:
               "persistent_cache_misses": misses,
               "cache_entries_after_calls": sorted(os.listdir(cache)),
               "lowered_abstract_vs_concrete": lowered}
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
-    return 0
+    from experiments._emit import emit  # benchmarks/ is first on sys.path as a script
+
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -67,12 +67,9 @@ def main(argv=None) -> int:
               "cpu_count": os.cpu_count(), "runs": runs,
               "ratio_serial_over_at_once": [a / b for a, b in zip(walls[1], walls[args.workers],
                                                                   strict=True)]}
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
-    return 0
+    from experiments._emit import emit  # benchmarks/ is first on sys.path as a script
+
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -224,12 +224,9 @@ def main() -> int:
         "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
         "loadavg_1m_at_start": os.getloadavg()[0]}, "updates_in_first_chunk": opts.updates,
         "log_points": opts.logs, "tiny": opts.tiny, "results": results}
-    text = json.dumps(doc, indent=1)
-    if opts.out:
-        with open(opts.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
-    return 0
+    from experiments._emit import emit  # benchmarks/ is first on sys.path as a script
+
+    return emit(doc, opts.out)
 
 
 if __name__ == "__main__":
