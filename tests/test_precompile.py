@@ -49,6 +49,29 @@ def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
     assert not ran
 
 
+def test_a_run_precompiles_where_a_child_can_compile_and_not_on_a_tpu(monkeypatch, tmp_path):
+    """driver.train starts the precompile where a child can open the devices; where the
+    backend's devices open in one process at a time (a TPU: in_process), it does not
+    precompile, since the programs compiled at once in the run's process there were
+    compiled again at its first calls. Here on the CPU, with in_process answering as a
+    TPU's would; the precompile itself is recorded, not run."""
+    import jax
+    from _runs import small_config
+
+    from dreamerjax.run import driver
+    from dreamerjax.run.settings import Settings
+
+    calls = []
+    monkeypatch.setattr(precompile, "precompile", lambda plan, **_: calls.append(plan.seeds))
+    settings = Settings(compile_cache=jax.config.jax_compilation_cache_dir, precompile=True)
+    for tpu, expected in ((False, [(0,)]), (True, [])):
+        calls.clear()
+        monkeypatch.setattr(precompile, "in_process", lambda tpu=tpu: tpu)
+        driver.train(small_config(steps=80), (0,), str(tmp_path / f"run_{tpu}"),
+                     progress=False, settings=settings)
+        assert calls == expected, tpu
+
+
 def test_the_child_never_preallocates_beside_the_parents_backend(monkeypatch):
     """The real child, started as driver.train starts it: the parent's backend is up (the
     plan asked for its devices; on a GPU it holds 75 % of each), so the child must start
