@@ -90,10 +90,11 @@ def twohot_log_prob(logits: jax.Array, x: jax.Array, bins: jax.Array) -> jax.Arr
     located by counting bins, so targets beyond the outer bins put all weight on the outer
     bin, and a target exactly on a bin puts all weight on it. As there, the K-wide target
     vector (two one-hots, weighted) is multiplied with `logits - logsumexp(logits)` and
-    summed. Gathering the two terms instead gives the same gradient bit for bit but
-    forward values 1-2 ulp off the reference's own jitted ones more often (14 % of the
-    two-hot fixture's against 4 %), and a TPU spends 11 % of the 12m update in such
-    gathers and their scatters (docs/performance.md, "On a TPU").
+    summed. Gathering the two terms instead gives, on its own, the same gradient with
+    respect to the logits bit for bit, but forward values 1-2 ulp off the reference's
+    own jitted ones more often (14 % of the two-hot fixture's against 4 %), and a TPU
+    spends 11 % of the 12m update in such gathers and their scatters
+    (docs/performance.md, "On a TPU").
     """
     k = bins.shape[0]
     assert logits.shape[-1] == k, (logits.shape, k)
