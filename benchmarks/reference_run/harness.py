@@ -37,7 +37,7 @@ TINY_KEYS = ("dyn.rssm", r".*\.layers", r".*\.units", r".*\.depth", "(rewhead|cr
 
 VERSIONS = ("29eb964", "e3f0224")
 OPTIONS = ("seed", "env", "rows", "eval_every", "eval_episodes", "num_envs", "tiny", "set",
-           "checkout", "version")
+           "checkout", "version", "size", "no_checkpoint")
 CHECKPOINT = {"29eb964": "checkpoint.ckpt", "e3f0224": "ckpt/latest"}
 
 
@@ -53,6 +53,8 @@ def resolve_options(args) -> dict:
         raise SystemExit(f"{out}: no harness.json, not a run directory of this harness")
     saved = json.loads((out / "harness.json").read_text())
     saved.setdefault("version", "29eb964")  # run directories from before --version
+    saved.setdefault("size", "1m")  # ... and before --size, --no-checkpoint
+    saved.setdefault("no_checkpoint", False)
     if not (out / CHECKPOINT[saved["version"]]).exists():
         raise SystemExit(f"{out}: no checkpoint yet (killed before the first record "
                          "point): remove the directory and start afresh")
@@ -400,7 +402,8 @@ class Harness:
         self.points.append({"rows": rows, "updates": row["updates"], "wall_s": row["wall_s"],
                             "eval_s": eval_s})
         t2 = time.time()
-        self.checkpoint(parallel=False).save()
+        if not opts["no_checkpoint"]:
+            self.checkpoint(parallel=False).save()
         self.points[-1]["checkpoint_s"] = time.time() - t2
         print(f"[ref] rows {rows} updates {row['updates']} eval_mean {row['eval_mean']:.1f} "
               f"train_return {_fmt(row['train_return'])} wall {row['wall_s']:.0f}s "

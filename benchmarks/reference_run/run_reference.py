@@ -48,7 +48,16 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--version", default="29eb964", choices=VERSIONS,
                    help="the reference commit the checkout is at (e3f0224: "
                         "run_reference_head.py)")
-    return p.parse_args(argv)
+    p.add_argument("--size", default="1m", choices=("1m", "12m", "25m", "50m"),
+                   help="the model size (e3f0224: the reference's size<N> config; 29eb964: "
+                        "1m only, the protocol's widths)")
+    p.add_argument("--no-checkpoint", action="store_true",
+                   help="write no checkpoint at the record points (a timed run: the "
+                        "harness's checkpoints are not the reference's; no --resume)")
+    args = p.parse_args(argv)
+    if args.size != "1m" and args.version != "e3f0224" and not args.resume:
+        p.error(f"--size {args.size}: 29eb964's harness has the protocol's 1m widths only")
+    return args
 
 
 def main(argv=None) -> int:

@@ -39,13 +39,21 @@ PROTOCOL = {
     "batch_size": 16, "batch_length": 64, "replay_context": 1,
     "logger.outputs": ["jsonl"],
 }
-SIZE = "size1m"
+# --size: our preset names to the reference's named configs (configs.yaml @e3f0224).
+SIZES = {"1m": "size1m", "12m": "size12m", "25m": "size25m", "50m": "size50m"}
 
 
 def import_reference(checkout: str | None):
+    """The reference's modules, with jax.jit taking e3f0224's positional options on a JAX
+    that refuses them (jit_keywords.py: a rename, nothing else)."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if checkout:
         sys.path.insert(0, str(Path(checkout).resolve()))
+    import jax
+    import jit_keywords
+    if jit_keywords.install(jax):
+        print(f"[ref] jax {jax.__version__}: jax.jit's positional options passed as "
+              "keywords (jit_keywords.py)", flush=True)
     import elements
     import embodied
     from dreamerv3 import main as ref_main
@@ -59,10 +67,11 @@ def reference_configs(ref_main) -> dict:
 
 
 def build_config(elements, ref_main, opts: dict, logdir: Path):
-    """defaults, size1m, the overrides, as main.py:23-30 composes named configs and
-    flags."""
+    """defaults, the size's named config (size1m unless --size), the overrides, as
+    main.py:23-30 composes named configs and flags."""
     configs = reference_configs(ref_main)
-    config = elements.Config(configs["defaults"]).update(configs[SIZE])
+    size = SIZES[opts.get("size") or "1m"]
+    config = elements.Config(configs["defaults"]).update(configs[size])
     config = config.update({
         **PROTOCOL, "seed": opts["seed"], "task": f"gymnax_{opts['env']}",
         "logdir": str(logdir), "run.steps": opts["rows"], "run.envs": opts["num_envs"]})

@@ -577,10 +577,9 @@ def _check_bench_sets(sets: tuple[str, ...]) -> None:
     """The --set items' keys and types on the default config, checked before JAX starts
     (one line naming the key); their values are checked once, by the benched run's plan."""
     from dreamerjax.config import keys as configs
-    from dreamerjax.config import resolve as config_resolve
-    from dreamerjax.config.defaults import Config
-    try:
-        config_resolve.with_sets(Config(), sets, check=False)
+    from dreamerjax.config.resolve import make_config
+    try:  # resolved as the benched config is (tools/bench/programs.point_config)
+        make_config(sets=sets, check=False)
     except configs.ConfigError as e:
         raise ArgumentError(config_line(e)) from e
 

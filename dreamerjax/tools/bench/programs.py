@@ -179,7 +179,11 @@ def point_config(opts: Options, size: str, dtype: str | None = None):
     sets = (*opts.set, *((f"jax.compute_dtype={dtype}",) if dtype else ()))
 
     def config_of(**fields):  # checked once, by the point's plan (make_trainer)
-        config = make_config(ENV, size=size, tiny=opts.tiny, check=False, **fields)
+        # the sets resolved with the preset, as `train` resolves them (so a
+        # `--set reference=e3f0224` chooses the version), then once more over the bench's
+        # own fields, which they override as before
+        config = make_config(ENV, size=size, tiny=opts.tiny, sets=sets, check=False,
+                             **fields)
         return config_resolve.with_sets(config, sets, check=False) if sets else config
 
     base = config_of()
