@@ -160,6 +160,24 @@ def test_make_config_layers_errors_and_versions():
         make(reference="v3")
 
 
+def test_make_config_takes_a_path_and_names_its_keyword():
+    """replay_from takes a str or an os.PathLike and stores the text; a wrong type is
+    named by make_config's keyword and its key, once (not by a command-line flag)."""
+    import pathlib
+
+    from dreamerjax.config.keys import ConfigError
+
+    for given in (pathlib.Path("exported"), "exported"):
+        config = dreamerjax.make_config("CartPole-v1", replay_from=given, offline=True)
+        assert config.run.replay_from == "exported" and type(config.run.replay_from) is str
+    with pytest.raises(ConfigError) as e:
+        dreamerjax.make_config("CartPole-v1", replay_from=5, offline=True)
+    assert str(e.value) == "replay_from: run.replay_from: expects str, got 5"
+    with pytest.raises(ConfigError) as e:
+        dreamerjax.make_config("CartPole-v1", steps="many")
+    assert str(e.value) == "steps: run.steps: expects int, got 'many'"
+
+
 def test_make_config_names_the_argument_that_fixes_it_and_a_wrong_env_first():
     from dreamerjax.config.keys import ConfigError
     from dreamerjax.run.setup import EnvError

@@ -159,6 +159,7 @@ def _started(tmp_path, argv):
     (["--data-devices", "2", "--num-envs", "16", "--seeds", "0", "1"], (0, 1)),
     (["--cnn-mults", "1", "2", "--cnn-minres", "5", "--twohot-mean", "pairsum"], (0,)),
     (["--reference", "e3f0224", "--data-devices", "2"], (0,)),
+    (["--replay-from", "exported/", "--offline"], (0,)),  # a path, stored as text
 ])
 def test_resume_accepts_the_flags_the_run_started_with(flags, seeds, tmp_path):
     """Every run-defining flag repeated on --resume with the value the run started with
@@ -190,6 +191,8 @@ def test_resume_accepts_the_runs_train_mesh_spelled_otherwise(tmp_path):
     (["--num-envs", "16"], "--num-envs 16 conflicts with the run's run.num_envs 8"),
     (["--set", "jax.train_mesh=1,2,1"], "--set jax.train_mesh=1,2,1: jax.train_mesh cannot "
                                         "change on --resume"),
+    (["--replay-from", "exported"], "--replay-from 'exported' conflicts with the run's "
+                                    "run.replay_from ''; it cannot change on --resume"),
 ])
 def test_resume_refuses_a_flag_that_changes_the_run(flags, message, tmp_path, capsys,
                                                     monkeypatch):

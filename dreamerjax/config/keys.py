@@ -28,6 +28,7 @@ of a run's values) and docs_tables.py (dreamerjax info's listing, docs/config.md
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import typing
 from collections.abc import Iterable, Mapping
@@ -388,7 +389,10 @@ FLAG_KEYS: dict[str, str] = {
 }
 
 # CLI fields whose value is spelled otherwise than their key's: field -> the key's value.
-FLAG_VALUES = {"data_devices": lambda n: list(range(n)) if n > 0 else [n]}
+# A directory may come as a path object (the command line's Path, a caller's pathlib.Path);
+# the key holds its text, as config.json stores it.
+FLAG_VALUES = {"data_devices": lambda n: list(range(n)) if n > 0 else [n],
+               "replay_from": lambda p: os.fspath(p) if isinstance(p, os.PathLike) else p}
 
 
 # ---------------------------------------------------------------------------------------

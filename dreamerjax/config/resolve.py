@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,8 +169,9 @@ def _apply(flat: dict, origin: dict, updates: Mapping[str, Any], label: str,
                     value = words[value]
                 try:
                     flat[internal] = coerce(internal, value, field_type(KEYS[internal]))
-                except ConfigError as e:
-                    raise ConfigError(f"{label}: {target}: {e}") from None
+                except ConfigError as e:  # e names the internal key: the target once
+                    named = "" if target == internal else f"{target}: "
+                    raise ConfigError(f"{label}: {named}{e}") from None
                 origin[internal] = label
 
 
@@ -234,6 +236,7 @@ def rewrite_key_flags(argv: Sequence[str], own: Iterable[str]) -> list[str]:
 def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             config_file: str | Path | None = None,
             run_fields: Mapping[str, Any] | None = None, check: bool = True,
+            label_of: Callable[[str], str] | None = None,
             **cli_fields: Any) -> tuple[Config, Provenance]:
     """The run's Config from the layers (module docstring), validated unless check=False
     (the command line's train leaves it to the run's plan, run/plan.make_plan, which
@@ -242,8 +245,10 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
     cli_fields are the CLI's explicit flags by field name (FLAG_KEYS, plus `size` and
     `tiny`, which append the named configs size<S> / tiny); None means not given.
     run_fields: RunConfig fields by name, set after the flags (make_config's fields that
-    have no flag), so that the config is validated whole.
+    have no flag), so that the config is validated whole. label_of: how an error names a
+    cli_field (None: its flag, `--eval-every`; make_config: its keyword, `eval_every`).
     """
+    label_of = label_of or (lambda name: f"--{name.replace('_', '-')}")
     file_keys = load_file(config_file) if config_file is not None else {}
     reference, ref_label = _chosen_reference(file_keys, sets, cli_fields.pop("reference", None))
     flat: dict[str, Any] = to_dotted(versions.default_config(reference))
@@ -287,7 +292,7 @@ def resolve(configs: Sequence[str] = (), sets: Sequence[str] = (),
             raise TypeError(f"resolve() got an unknown CLI field {name!r}")
         if value is None:
             continue
-        label = f"--{name.replace('_', '-')}"
+        label = label_of(name)
         _check_flag_version(FLAG_KEYS[name], label, reference)
         value = FLAG_VALUES.get(name, lambda v: v)(value)
         _apply(flat, origin, {FLAG_KEYS[name]: value}, label, full=True)
@@ -431,7 +436,7 @@ def make_config(env: str | None = None, *, size: str | None = None, tiny: bool =
                         f"({', '.join(FLAG_KEYS)}) or a RunConfig field")
     config, _ = resolve(configs, sets, size=size, tiny=tiny, env=env, run_fields=run_fields,
                         reference=None if reference is None else str(reference),
-                        check=check, **flags)
+                        check=check, label_of=str, **flags)
     return config
 
 
@@ -500,6 +505,7 @@ def resume_merge(config: Config, seeds: Sequence[int], given: Mapping[str, Any],
             continue
         flag, key = "--" + name.replace("_", "-"), FLAG_KEYS.get(name)
         what = f"{key} " if key in KEYS else ""
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
         raise ConfigError(f"{flag} {value!r} conflicts with the run's {what}{saved[name]!r}; "
                           "it cannot change on --resume (start a new run with --out)")
     run = dataclasses.replace(
