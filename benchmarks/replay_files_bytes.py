@@ -10,7 +10,7 @@ whole state with the ring (prints JSON; asserts nothing).
 --shapes trains nothing: it computes one seed's bytes per log point from the run's state
 shapes (the config as `dreamerjax info` resolves it; nothing allocated): before, the
 checkpoint of the whole state with the ring; after, the log point's new rows as chunk
-rows (run/chunks.chunk_rows: the observation, action, reward, flags, the latents as
+rows (data/chunks.chunk_rows: the observation, action, reward, flags, the latents as
 'dyn/deter' and one-hot 'dyn/stoch', 'stepid'; uncompressed, an upper bound of
 savez_compressed), the checkpoint without the ring, and at most the latents of every row
 the interval's updates wrote back (updates x batch_size x batch_length rows, and no more
@@ -83,7 +83,7 @@ def main(argv=None) -> dict:
         rows = []
         # every checkpoint is kept by index; the files of each log point are told apart by
         # the chunk names' and latent files' order of writing (mtime)
-        files = sorted((p for p in (out / replay_files.REPLAY_DIR).rglob("*.npz")),
+        files = sorted((p for p in (out / replay_files.RUN_REPLAY).rglob("*.npz")),
                        key=lambda p: p.stat().st_mtime)
         ckpts = {i: out / ckpt.CHECKPOINT_DIR / str(i) for i in ckpt.indices(out)}
         last_t = 0.0

@@ -1,4 +1,4 @@
-"""The chunk files of a replay directory (run/chunks.py) and the ring filled from rows
+"""The chunk files of a replay directory (data/chunks.py) and the ring filled from rows
 (data/replay.py replay_fill)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dreamerjax.data import chunks
 from dreamerjax.data import replay as rp
-from dreamerjax.run import chunks
 
 
 def _rows(count, start=0, seed=0):

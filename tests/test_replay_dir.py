@@ -1,6 +1,6 @@
 """Replay directories from the command line and the run: `dreamerjax replay export` of a
 run's replay, `replay info`, and `train --replay-from DIR [--offline]` filling a fresh
-run's replay from one (run/replay_dir.py)."""
+run's replay from one (data/replay_dir.py, run/replay_io.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from _runs import small_argv, small_config
 
+from dreamerjax.data import chunks, replay_dir
 from dreamerjax.data import replay as replay_lib
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import chunks, driver, replay_dir
+from dreamerjax.run import driver, replay_io
 from dreamerjax.run.setup import make_setup
 from dreamerjax.tools.cli import main
 
@@ -72,7 +73,7 @@ def test_export_writes_every_env_of_every_seed_as_the_ring_holds_it(run, exporte
     assert count.shape == (2, 8) and (count == 30).all()
     assert sorted(p.name for p in exported.iterdir()) == ["seed_0", "seed_1"]
     setup = make_setup(small_config())
-    obs, action, deter, stoch = replay_dir._spec(setup)
+    obs, action, deter, stoch = replay_io._spec(setup)
     for s, seed in enumerate(SEEDS):
         streams = chunks.read_streams(exported / f"seed_{seed}")
         assert len(streams) == 8
@@ -115,7 +116,7 @@ def test_replay_info(exported, capsys):
 def test_fill_gives_the_ring_the_run_had(run, exported):
     ring = _ring(run)
     setup = make_setup(small_config())
-    obs, action, deter, stoch = replay_dir._spec(setup)
+    obs, action, deter, stoch = replay_io._spec(setup)
     loaded = replay_dir.load_rows(exported, 1, 8, obs, action, deter, stoch)
     assert loaded.streams == 8 and loaded.rows["reward"].shape == (8, 30)
     example = jax.tree.map(lambda v: np.zeros(v.shape[1:], v.dtype),
@@ -132,7 +133,7 @@ def test_fill_gives_the_ring_the_run_had(run, exported):
 
 def test_streams_of_another_shape_are_dealt_by_episode(exported):
     setup = make_setup(small_config())
-    obs, action, deter, stoch = replay_dir._spec(setup)
+    obs, action, deter, stoch = replay_io._spec(setup)
     loaded = replay_dir.load_rows(exported / "seed_0", 0, 3, obs, action, deter, stoch)
     rows = loaded.rows
     assert rows["reward"].shape[0] == 3
@@ -190,7 +191,7 @@ def test_fill_keeps_a_host_replay_in_host_memory(run, exported):
 
     config = small_config(replay_from=str(exported), replay_memory="host")
     trainer = make_trainer(make_plan(config, SEEDS))
-    states = replay_dir.fill_states(trainer.init(), trainer.setup, SEEDS)
+    states = replay_io.fill_states(trainer.init(), trainer.setup, SEEDS)
     kinds = {x.sharding.memory_kind for x in jax.tree.leaves(states.replay.data)}
     assert kinds == {"pinned_host"}
     ring = _ring(run)

@@ -14,8 +14,9 @@ from _runs import SMALL_RUN, small_config, without_timing
 
 from dreamerjax.config.keys import ConfigError
 from dreamerjax.config.resolve import make_config
+from dreamerjax.data import chunks
 from dreamerjax.run import checkpoint as ckpt
-from dreamerjax.run import chunks, driver, records, replay_files, resume
+from dreamerjax.run import driver, records, replay_files, resume
 from dreamerjax.run.plan import make_plan
 from dreamerjax.run.trainers import make_trainer
 

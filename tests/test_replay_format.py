@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from _benchmarks import load
 
-from dreamerjax.run import chunks
+from dreamerjax.data import chunks
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "replay_format"
 gen = load("replay_format/make_fixtures.py")

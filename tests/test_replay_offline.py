@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamerjax.run import driver, replay_dir
+from dreamerjax.run import driver, replay_io
 from dreamerjax.run.api import make_config
 from dreamerjax.tools import args as cli_args
 from dreamerjax.tools import cli
@@ -32,7 +32,7 @@ def record_and_train_offline(tmp_path, steps: int) -> tuple[list[dict], list[dic
     recorded = tmp_path / "recorded"
     online = driver.train(demo_config(steps), (0,), str(recorded), progress=False).records
     replay = tmp_path / "replay"
-    replay_dir.export(recorded, replay)
+    replay_io.export(recorded, replay)
     offline = driver.train(demo_config(steps, replay_from=str(replay), offline=True), (0,),
                            str(tmp_path / "offline"), progress=False).records
     return online, offline

@@ -67,7 +67,7 @@ def totals() -> tuple[int, ...]:
 def write_with_chunkwriter(directory) -> None:
     """The steps of both streams written by dreamerjax's ChunkWriter, flushed where the
     reference saves."""
-    from dreamerjax.run import chunks
+    from dreamerjax.data import chunks
 
     writers = [chunks.ChunkWriter(directory, CHUNKSIZE) for _ in PHASES[0]]
     done = [0] * len(writers)

@@ -250,7 +250,7 @@ class RunConfig:
     replay_size: int = 5_000_000
     replay_capacity: int = 0  # rows per env when > 0 (overrides replay_size)
     # replay.chunksize (configs.yaml:18 @29eb964, :46 @e3f0224): rows per chunk file of
-    # the run's replay files (run/replay_files.py, run/chunks.py).
+    # the run's replay files (run/replay_files.py, data/chunks.py).
     replay_chunksize: int = 1024
     steps: int = 20000
     eval_every: int = 2000
@@ -283,7 +283,7 @@ class RunConfig:
     from_checkpoint_regex: str = ""
     # run.replay_from (ours): a replay directory of chunk files (the reference's e3f0224 or
     # 29eb964 format, or `dreamerjax replay export`'s seed_<S> folders) that fills a fresh
-    # run's replay before its first tick (run/replay_dir.py); '' for none. run.offline
+    # run's replay before its first tick (run/replay_io.py); '' for none. run.offline
     # (ours): no env steps; the train-ratio schedule's updates run on those rows alone (the
     # evaluation still plays the env). Neither changes on resume.
     replay_from: str = ""

@@ -187,7 +187,7 @@ OUR_KEYS: dict[str, str] = {
     # Read by the reference's train loop (embodied/run/train.py:89 @e3f0224), which has
     # no such key in its configs.yaml.
     "run.from_checkpoint_regex": "run.from_checkpoint_regex",
-    # Training from a replay directory (run/replay_dir.py, docs/replay.md).
+    # Training from a replay directory (data/replay_dir.py, docs/replay.md).
     "run.replay_from": "run.replay_from",
     "run.offline": "run.offline",
     # HEAD's mesh key (embodied/jax/agent.py:27 @e3f0224), accepted at both versions.

@@ -39,8 +39,8 @@ from dreamerjax.run import (
     host_time,
     outputs,
     records,
-    replay_dir,
     replay_files,
+    replay_io,
     status,
     transfer,
     videos,
@@ -302,7 +302,7 @@ def _run(run: Run, resume: bool, loop: _Loop,
         # a fresh run only: one that resumes keeps its own state (run/transfer.py)
         states = transfer.load_into(states, run.trainer.plan)
         if run.config.run.replay_from:  # run.replay_from: rows before the first tick
-            states = replay_dir.fill_states(states, run.trainer.setup, run.seeds)
+            states = replay_io.fill_states(states, run.trainer.setup, run.seeds)
     run.files = replay_files.start(run.out, run.seeds, states.replay,
                                    run.config.agent.rssm.classes, found, resume, run.primary,
                                    run.config.run.replay_chunksize)

@@ -212,7 +212,7 @@ def run_chunk(setup: Setup, states: SeedState, updates_due: jax.Array):
     [ticks] is the number of updates due after each tick (shared by all seeds, so the update
     loop below is an unbatched loop). Returns (states, episode ends [ticks, seeds, envs]).
     An offline run (run.offline) takes no env step: a tick is its updates alone, on the
-    rows its replay was filled with (run/replay_dir.py), and no episode ends."""
+    rows its replay was filled with (run/replay_io.py), and no episode ends."""
 
     act = seeds_map(setup, functools.partial(act_and_store, setup))
     train = seeds_map(setup, functools.partial(train_once, setup))

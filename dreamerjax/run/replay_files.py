@@ -1,7 +1,7 @@
 """A run's replay as files: the rows it collected, in chunks, and the latents changed since.
 
     RUN/replay/seed_<seed>/            one folder per seed: the replay's chunk files
-                                       (run/chunks.py), one stream per env
+                                       (data/chunks.py), one stream per env
     RUN/replay/seed_<seed>/latents/    <checkpoint>-p<process>.npz: rows whose stored
                                        latents changed (below)
 
@@ -52,7 +52,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-REPLAY_DIR = "replay"
+from dreamerjax.data import chunks
+from dreamerjax.data.replay_dir import RUN_REPLAY, seed_folder
+
 LATENTS_DIR = "latents"
 META_KEY = "replay_files"  # in a checkpoint's meta: the writers' state and latent files
 LATENT_KEYS = ("deter", "stoch")  # the row entries the latent write-back changes
@@ -64,7 +66,7 @@ class ReplayFilesError(ValueError):
 
 def seed_dir(run_dir: str | os.PathLike, seed: int) -> Path:
     """RUN/replay/seed_<seed>: a seed's chunk files."""
-    return Path(run_dir) / REPLAY_DIR / f"seed_{int(seed)}"
+    return seed_folder(Path(run_dir) / RUN_REPLAY, seed)
 
 
 def _latents_dir(run_dir, seed: int) -> Path:
@@ -180,7 +182,7 @@ def start(run_dir: str | os.PathLike, seeds: Sequence[int], replay, classes: int
     from dreamerjax.run import checkpoint as ckpt
 
     if resume and found is None and primary:
-        shutil.rmtree(Path(run_dir) / REPLAY_DIR, ignore_errors=True)
+        shutil.rmtree(Path(run_dir) / RUN_REPLAY, ignore_errors=True)
     ckpt.sync("dreamerjax_replay_files")
     meta = found[1].get(META_KEY) if found else None
     files = ReplayFiles(run_dir, seeds, pairs_of(replay), chunksize, classes, meta,
@@ -190,11 +192,6 @@ def start(run_dir: str | os.PathLike, seeds: Sequence[int], replay, classes: int
         files.rows = count - min(count, replay.capacity)  # those the ring holds: written
         files.add(replay)
     return files
-
-
-def _chunks():
-    from dreamerjax.run import chunks
-    return chunks
 
 
 class ReplayFiles:
@@ -214,7 +211,6 @@ class ReplayFiles:
         self.chunksize = int(chunksize)
         self.classes = int(classes)
         self.process = jax.process_index()
-        chunks = _chunks()
         streams = (resume or {}).get("streams", {})
         self.writers = {}
         self.rows = 0  # rows per env handed to the writers
@@ -261,7 +257,6 @@ class ReplayFiles:
                 f"log interval's {n}: the replay files would miss rows; raise it to at "
                 f"least {n} or lower run.eval_every_rows")
         got = _rows_of(replay, self.rows % replay.capacity, n)
-        chunks = _chunks()
         for key, writer in self.writers.items():
             writer.add(chunks.chunk_rows(got[key], self.classes))
         self.rows = count
@@ -447,7 +442,6 @@ def _stream_tail(directory: Path, state: Mapping, need: int, env: int,
     it (a later, lost part of the run) are not read. ReplayFilesError naming the chunk
     that is missing by what its name holds (`*-{uuid}-{succ}-*.npz`, the uuid where its
     predecessor names it); ends: every stream's state["uuid"] in the directory."""
-    chunks = _chunks()
     by_succ, uuids = {}, set()
     for path in directory.glob("*.npz"):
         try:
@@ -479,7 +473,6 @@ def ring(run_dir: str | os.PathLike, seeds: Sequence[int], meta: Mapping, target
     the replay's abstract state (shapes, dtypes and shardings of `data`); meta the
     checkpoint's META_KEY entry. Each process builds its own shards. Raises
     ReplayFilesError naming the first chunk or latent file that is missing or damaged."""
-    chunks = _chunks()
     rows = int(meta["rows"])
     leaves, tree = jax.tree.flatten(target.data)
     seeds_n, envs, cap = leaves[0].shape[:3]

@@ -188,8 +188,8 @@ def preflight(config, seeds, args):
     try:
         plan = plan_lib.make_plan(config, seeds, args.devices)
         if getattr(args, "resume", None) is None:  # a resumed run's replay is its own
-            from dreamerjax.run import replay_dir
-            replay_dir.check(plan.setup, plan.seeds)
+            from dreamerjax.run import replay_io
+            replay_io.check(plan.setup, plan.seeds)
         return plan
     except EnvError as e:  # a host env that cannot be built, before the config's values
         raise ArgumentError(str(e)) from e
@@ -319,11 +319,11 @@ def export_command(args: ExportArgs) -> int:
 
 
 def replay_command(args: ReplayArgs) -> int:
-    from dreamerjax.run import replay_dir
-
     if isinstance(args.command, ReplayExportArgs):
-        lines = replay_dir.export(args.command.run_dir, args.command.out)
-    else:
+        from dreamerjax.run import replay_io
+        lines = replay_io.export(args.command.run_dir, args.command.out)
+    else:  # replay info reads chunks alone: the run layer is not imported
+        from dreamerjax.data import replay_dir
         lines = replay_dir.describe(args.command.directory)
     for line in lines:
         print(line)
