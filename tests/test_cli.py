@@ -160,17 +160,16 @@ def test_train_bad_arguments(argv, message, tmp_path, capsys, monkeypatch):
     # The reference's presets of one env (docs/scaling.md lists them).
     (["--configs", "atari100k", "--data-devices", "2"], "run.num_envs: 1 cannot be split "
      "over the 2 data devices (jax.train_devices, --data-devices 2): each data device steps "
-     "its own envs and keeps their replay rows; use --num-envs 2 or another multiple of 2"),
+     "its own envs and keeps their replay rows; pass --num-envs 2"),
     (["--configs", "crafter", "--reference", "e3f0224", "--data-devices", "4"],
      "run.num_envs: 1 cannot be split over the 4 data devices"),
-    (["--configs", "bsuite", "--data-devices", "8"], "use --num-envs 8 or another multiple"),
+    (["--configs", "bsuite", "--data-devices", "8"], "; pass --num-envs 8"),
     (["--num-envs", "10", "--data-devices", "4"], "--num-envs: run.num_envs: 10 cannot be "
      "split over the 4 data devices (jax.train_devices, --data-devices 4): each data device "
-     "steps its own envs and keeps their replay rows; use --num-envs 12 or another"),
+     "steps its own envs and keeps their replay rows; pass --num-envs 8"),
     (["--data-devices", "4", "--set", "batch_size=6"], "batch_size: 6 cannot be split over "
      "the 4 data devices (jax.train_devices, --data-devices 4): each data device samples "
-     "batch_size / 4 sequences from its own envs' replay rows; use --set batch_size=8 or "
-     "another multiple of 4"),
+     "batch_size / 4 sequences from its own envs' replay rows; pass --set batch_size=8"),
 ])
 def test_envs_and_batch_that_do_not_split_over_the_data_devices(argv, message, tmp_path,
                                                                 capsys, monkeypatch):

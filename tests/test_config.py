@@ -22,6 +22,7 @@ from dreamerjax.config.defaults import (
     tiny_agent_config,
 )
 from dreamerjax.tools import args as cli_args
+from dreamerjax.tools import cli
 
 # The reference's resolved values for `--configs dmc_proprio size12m --set
 # run.train_ratio=256`, every key that applies here, read from configs.yaml @29eb964:
@@ -560,3 +561,78 @@ def test_train_devices_and_heads_mesh_resolve():
     assert mesh_shape(plain.run) == (4, 1, 1) and fsdp_devices(plain.run) == 1
     head, _ = R.resolve(sets=["jax.train_devices=[0,1]"], reference="e3f0224")
     assert head.run.train_devices == (0, 1)
+
+
+def _suggestions_validate(config: Config) -> int:
+    """How many changes config's refusal suggests (0 when it validates); each, made,
+    validates, else AssertionError naming it."""
+    from dreamerjax.config.validate import validate
+
+    try:
+        validate(config)
+        return 0
+    except C.ConfigError as e:
+        fixes = e.fix
+    for change in fixes:
+        flat = D.to_dotted(config)
+        flat.update(C.fix_pairs(change))
+        try:
+            validate(D.from_dotted(flat))
+        except C.ConfigError as e:
+            raise AssertionError(f"{config.run}: the suggestion {change} is refused: "
+                                 f"{e}") from e
+    return len(fixes)
+
+
+def test_every_suggested_fix_passes_validation():
+    """A refusal's suggestion is never itself refused: over a grid of run lengths, log
+    intervals, env counts, sequence lengths and replay sizes, and of data devices that
+    do not split the envs or the batch of a run that is otherwise fine, every change a
+    ConfigError suggests, made, validates (the log points, the replay one sequence needs
+    and the data devices' split, all at once)."""
+    import itertools
+
+    from dreamerjax.config.validate import validate
+
+    def config(devices=1, batch=16, **run):
+        return dataclasses.replace(base, run=dataclasses.replace(
+            base.run, train_devices=tuple(range(devices)), batch_size=batch, **run))
+
+    base = Config()
+    suggested = 0
+    for steps, every, envs, length, capacity, size in itertools.product(
+            (400, 1000, 1200, 20000), (250, 300, 500, 2000), (3, 16), (15, 64), (0, 80),
+            (5_000_000, 600)):
+        suggested += _suggestions_validate(config(
+            steps=steps, eval_every=every, num_envs=envs, batch_length=length,
+            replay_capacity=capacity, replay_size=size))
+    assert suggested > 100
+    for steps, envs, devices, batch in itertools.product(
+            (400, 1200, 2000, 20000), (1, 3, 5, 10, 16), (2, 3, 4, 8), (6, 16)):
+        run = dict(steps=steps, eval_every=400 if steps == 1200 else steps, num_envs=envs,
+                   batch_length=15)
+        try:  # a run that one device takes: only the data devices' split is refused
+            validate(config(batch=batch, **run))
+        except C.ConfigError:
+            continue
+        suggested += _suggestions_validate(config(devices, batch, **run))
+    assert suggested > 150
+
+
+@pytest.mark.parametrize("argv, fix", [
+    (["--steps", "1200", "--eval-every", "300"], "; pass --eval-every 240"),
+    (["--steps", "1200", "--eval-every", "500"], "; pass --eval-every 400"),
+    (["--steps", "1200", "--eval-every", "480"], "; pass --eval-every 400 or --steps 1440"),
+    (["--steps", "1000", "--eval-every", "250"], "; pass --eval-every 256 --steps 1280"),
+    (["--steps", "400", "--eval-every", "300"], "; pass --eval-every 304 --steps 1216"),
+    (["--num-envs", "10", "--data-devices", "4"], "; pass --num-envs 8"),
+])
+def test_one_suggestion_that_satisfies_every_rule(argv, fix, tmp_path, capsys):
+    """The fix a refusal names is one the run then takes (a log interval of whole ticks
+    that divides the run, not one that the next check refuses)."""
+    with pytest.raises(cli_args.ArgumentError) as e:
+        cli_args.config_from_args(cli.parse(["train", *argv, "--out", str(tmp_path)]))
+    assert str(e.value).endswith(fix), e.value
+    for change in fix.removeprefix("; pass ").split(" or "):
+        fixed = [*argv, *change.split()]
+        cli_args.config_from_args(cli.parse(["train", *fixed, "--out", str(tmp_path)]))

@@ -40,9 +40,10 @@ from dreamerjax.config.defaults import SIZES, TINY, Config
 class ConfigError(ValueError):
     """A configuration key or value that cannot run, found before anything compiles.
 
-    fix: (dotted key, value) pairs, any one of which would make the config run; the
-    message names them as the Python API spells them (make_config's arguments: a flag's
-    field name, else `sets`), and the command line as its flags (fix_text).
+    fix: the changes any one of which would make the config run (validate checks every
+    rule on each): a (dotted key, value) pair, or a tuple of such pairs made together;
+    the message names them as the Python API spells them (make_config's arguments: a
+    flag's field name, else `sets`), and the command line as its flags (fix_text).
     """
 
     def __init__(self, message: str, fix: Iterable[tuple[str, Any]] = ()) -> None:
@@ -62,11 +63,24 @@ def cli_spelling(key: str, value: Any) -> str:
     return f"--{flag.replace('_', '-')} {value}" if flag else f"--set {key}={value}"
 
 
-def fix_text(fix: tuple[tuple[str, Any], ...], spell) -> str:
-    """'; pass A or B' of a ConfigError's fixes in one interface's spelling."""
+def fix_pairs(change: tuple) -> tuple[tuple[str, Any], ...]:
+    """One fix of a ConfigError as its (dotted key, value) pairs."""
+    return (change,) if isinstance(change[0], str) else tuple(change)
+
+
+def fix_text(fix: tuple, spell) -> str:
+    """'; pass A or B' of a ConfigError's fixes in one interface's spelling; a fix of
+    several keys is one alternative (`--eval-every 256 --steps 1024`, and in Python
+    `(eval_every=256, steps=1024)`)."""
     if not fix:
         return ""
-    return "; pass " + " or ".join(spell(key, value) for key, value in fix)
+    sep = " " if spell is cli_spelling else ", "
+
+    def one(change) -> str:
+        text = sep.join(spell(key, value) for key, value in fix_pairs(change))
+        return text if len(fix_pairs(change)) == 1 or sep == " " else f"({text})"
+
+    return "; pass " + " or ".join(one(change) for change in fix)
 
 
 class NotResumable(ConfigError):
@@ -462,6 +476,6 @@ REFUSED_NAMED: dict[str, str] = {
 __all__ = [
     "FIXED", "FLAG_KEYS", "FLAG_VALUES", "IS_PATTERN", "KEYS", "MAY_BE_EMPTY", "NAMED",
     "OUR_KEYS", "REFERENCE_KEYS", "REFUSED", "RESUMABLE_FIELDS", "RETIRED_KEYS",
-    "UNKEYED_FIELDS", "ConfigError", "NotResumable", "cli_spelling", "fix_text",
+    "UNKEYED_FIELDS", "ConfigError", "NotResumable", "cli_spelling", "fix_pairs", "fix_text",
     "python_spelling", "steps_may_grow", "_without_retired",
 ]

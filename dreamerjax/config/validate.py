@@ -126,18 +126,82 @@ def _check_log_points(flat: dict[str, Any]) -> None:
     """Log points fall on whole ticks (every env steps once a tick) and end the run."""
     steps, every, envs = flat["run.steps"], flat["run.eval_every_rows"], flat["run.num_envs"]
     if every % envs:
-        fit = max(envs, every // envs * envs)
         raise ConfigError(f"run.eval_every_rows: {every} must be a multiple of run.num_envs "
                           f"({envs}): a log point comes after a whole tick of every env",
-                          fix=[("run.eval_every_rows", fit)])
+                          fix=_log_point_fixes(flat))
     if steps % every:
-        # the largest log interval up to the one asked that ends the run on a log point,
-        # or the run made long enough for whole intervals
-        divisors = [d for d in range(envs, min(every, steps) + 1, envs) if steps % d == 0]
-        fix = [("run.eval_every_rows", divisors[-1])] if divisors else []
         raise ConfigError(f"run.eval_every_rows: {every} must divide run.steps ({steps}) so "
-                          "the run ends on a log point",
-                          fix=[*fix, ("run.steps", -(-steps // every) * every)])
+                          "the run ends on a log point", fix=_log_point_fixes(flat))
+
+
+# ---------------------------------------------------------------------------------------
+# Fixes: what a refusal suggests satisfies every rule that involves the keys it changes
+# (the log points, the replay that one sequence needs, the data devices' split), so that
+# the suggestion is never itself refused (tests/test_config.py tries each).
+
+
+def _divisors(n: int) -> list[int]:
+    """The positive divisors of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _nearest(values: Sequence[int], target: int) -> int | None:
+    """The value closest to target (the smaller of two as close), None if none."""
+    return min(values, key=lambda v: (abs(v - target), v)) if values else None
+
+
+def _replay_fits(flat: Mapping[str, Any], steps: int, envs: int) -> bool:
+    """Whether each env's replay ring holds one training sequence (batch_length rows)
+    for a run of `steps` rows over `envs` envs (replay_rows_per_env's rule)."""
+    if flat["run.replay_capacity"] > 0:
+        return flat["run.replay_capacity"] >= flat["batch_length"]
+    return -(-min(flat["replay.size"], steps) // envs) >= flat["batch_length"]
+
+
+def _log_every_fit(steps: int, every: int, envs: int) -> int | None:
+    """The log interval closest to `every` that is a multiple of envs and divides steps."""
+    if steps % envs:
+        return None
+    return _nearest([envs * d for d in _divisors(steps // envs)], every)
+
+
+def _steps_fit(flat: Mapping[str, Any], steps: int, every: int, envs: int) -> int | None:
+    """The shortest run of at least `steps` rows made of whole log intervals of `every`
+    rows whose replay holds a training sequence; None if the replay never does."""
+    if not _replay_fits(flat, max(flat["replay.size"], steps), envs):
+        return None  # the replay's capacity or replay.size itself is too small
+    need = steps if flat["run.replay_capacity"] else max(
+        steps, (flat["batch_length"] - 1) * envs + 1)
+    fit = -(-need // every) * every
+    return fit if fit <= INT32_MAX else None
+
+
+def _log_point_fixes(flat: Mapping[str, Any]) -> list:
+    """The log interval closest to the one asked that fits the run as it is; or, for an
+    interval of whole ticks, the run's length made whole intervals; else both changed
+    (the interval made whole ticks, the run whole intervals)."""
+    steps, every, envs = flat["run.steps"], flat["run.eval_every_rows"], flat["run.num_envs"]
+    fixes: list = []
+    fit = _log_every_fit(steps, every, envs)
+    if fit is not None and _replay_fits(flat, steps, envs):
+        fixes.append(("run.eval_every_rows", fit))
+    ticks = every if every % envs == 0 else max(envs, round(every / envs) * envs)
+    longer = _steps_fit(flat, steps, ticks, envs)
+    if longer is not None and ticks == every:
+        fixes.append(("run.steps", longer))
+    elif longer is not None and not fixes:
+        fixes.append((("run.eval_every_rows", ticks), ("run.steps", longer)))
+    return fixes
+
+
+def _num_envs_fit(flat: Mapping[str, Any], devices: int) -> int | None:
+    """The env count closest to run.num_envs that splits over `devices` data devices, is
+    a whole tick of the log interval and leaves each env's replay a training sequence."""
+    steps, every = flat["run.steps"], flat["run.eval_every_rows"]
+    fits = [m for m in _divisors(every) if m % devices == 0 and steps % m == 0
+            and m <= _AT_MOST["run.num_envs"] and _replay_fits(flat, steps, m)]
+    return _nearest(fits, flat["run.num_envs"])
 
 
 def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
@@ -151,17 +215,19 @@ def _check_train_devices(flat: dict[str, Any], config: Config) -> None:
     # The reference's env count and batch do not depend on its train devices; here each
     # data device steps its own envs and samples its share of the batch from their replay
     # rows (docs/deviations.md D19), so both split evenly.
-    why = {"run.num_envs": ("--num-envs", "each data device steps its own envs and keeps "
-                            "their replay rows"),
-           "batch_size": ("--set batch_size=", "each data device samples batch_size / "
-                          f"{n} sequences from its own envs' replay rows")}
-    for key, (flag, reason) in why.items():
-        if flat[key] % n:
-            fit = -(-flat[key] // n) * n
-            sep = "" if flag.endswith("=") else " "
-            raise ConfigError(f"{key}: {flat[key]} cannot be split over the {n} data devices "
-                              f"(jax.train_devices, --data-devices {n}): {reason}; use "
-                              f"{flag}{sep}{fit} or another multiple of {n}")
+    why = {"run.num_envs": "each data device steps its own envs and keeps their replay rows",
+           "batch_size": f"each data device samples batch_size / {n} sequences from its own "
+                         "envs' replay rows"}
+    # batch_size enters no other rule; the env count enters the log points' and the
+    # replay's. A fix of the first refused makes the other split too.
+    fits = {"run.num_envs": _num_envs_fit(flat, n), "batch_size": -(-flat["batch_size"] // n) * n}
+    unsplit = [key for key in why if flat[key] % n]
+    if unsplit:
+        key = unsplit[0]
+        fix = tuple((k, fits[k]) for k in unsplit)
+        raise ConfigError(f"{key}: {flat[key]} cannot be split over the {n} data devices "
+                          f"(jax.train_devices, --data-devices {n}): {why[key]}",
+                          fix=[] if fits[key] is None else [fix if len(fix) > 1 else fix[0]])
     try:
         _, fsdp, tensor = mesh_shape(config.run)
     except ValueError as e:
@@ -225,10 +291,15 @@ def _check_model_and_batch(flat: dict[str, Any], config: Config) -> None:
             source, fix = "run.replay_capacity", [("run.replay_capacity", length)]
         else:
             source = "min(replay.size, run.steps) / run.num_envs"
-            need = length * run.num_envs  # rows of the whole run that fill one sequence
-            fix = [("run.steps", -(-need // run.eval_every) * run.eval_every)]
-            if run.replay_size < need:
-                fix = [("replay.size", need)]
+            size = length * run.num_envs  # rows of the whole run that fill one sequence
+            longer = _steps_fit({**flat, "replay.size": max(size, run.replay_size)},
+                                run.steps, run.eval_every, run.num_envs)
+            if run.replay_size >= size:
+                fix = [("run.steps", longer)]
+            elif run.steps == longer:
+                fix = [("replay.size", size)]
+            else:
+                fix = [(("replay.size", size), ("run.steps", longer))]
         raise ConfigError(f"batch_length: {length} rows are longer than the replay "
                           f"({rows} rows per env = {source})", fix=fix)
     for key in ("enc.simple.mults", "dec.simple.mults"):
