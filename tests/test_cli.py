@@ -223,6 +223,23 @@ def test_parse_errors_exit_2(capsys):
     assert exit_.value.code == 2
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["train", "--video-evry", "2"], "dreamerjax train: error: unknown flag --video-evry "
+                                     "(see --help); closest: --video-every, --report-every, "
+                                     "--checkpoint-every"),
+    (["train", "--num_env", "2"], "dreamerjax train: error: unknown flag --num_env (see "
+                                  "--help); closest: --num-envs, --env"),
+    (["train", "--qqq"], "dreamerjax train: error: unknown flag --qqq (see --help)"),
+])
+def test_a_mistyped_flag_gets_the_closest_names(argv, line, capsys):
+    """An unknown flag is one line with the closest flags of its command, as a
+    mistyped config key gets the closest keys."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
 def _fake_module(monkeypatch, name, **attrs):
     """`name` replaced by a module holding attrs, in sys.modules and on its package (where
     `from dreamerjax.tools import bench` finds a module imported by an earlier test)."""

@@ -787,7 +787,12 @@ def check_flag_values(cls, argv: Sequence[str]) -> None:
             continue
         flag, eq, inline = token.partition("=")
         if flag not in kinds:
-            raise ArgumentError(f"unknown flag {flag} (see --help)")
+            import difflib  # the closest names, as config/resolve.py gives a mistyped key
+
+            spelled = [k for k in kinds if "_" not in k]  # each flag once, as --help shows it
+            close = difflib.get_close_matches(flag.replace("_", "-"), spelled, n=3, cutoff=0.6)
+            hint = f"; closest: {', '.join(close)}" if close else ""
+            raise ArgumentError(f"unknown flag {flag} (see --help){hint}")
         kind, typ = kinds[flag]
         values = [inline] if eq else []
         while not eq and i < len(argv) and not argv[i].startswith("--"):
