@@ -43,6 +43,21 @@ def test_info_prints_precedence_values_origins_and_counts(capsys):
     assert "Layers applied: defaults < --size 1m < --env" in out
 
 
+def test_info_shows_a_keys_word_as_given(tmp_path, capsys):
+    """run.checkpoint_keep's `all` (the field holds 0) is shown as `all`, for a run's
+    config.json too; a count is shown as the count."""
+    for argv, shown in ((["--set", "run.checkpoint_keep=all"], "all"),
+                        (["--set", "run.checkpoint_keep=0"], "all"),
+                        (["--set", "run.checkpoint_keep=3"], "3"), ([], "2")):
+        code, out, _ = _info(capsys, *argv)
+        assert code == 0 and _values(out)["run.checkpoint_keep"][0] == shown
+    path = tmp_path / "config.json"
+    config = R.make_config(sets=["run.checkpoint_keep=all"])
+    path.write_text(json.dumps(config.to_dict() | {"seeds": [0]}))
+    code, out, _ = _info(capsys, "--config", str(path))
+    assert code == 0 and _values(out)["run.checkpoint_keep"][0] == "all"
+
+
 def test_reference_flag_form_and_set(capsys):
     code, out, _ = _info(capsys, "--configs", "dmc_proprio", "--run.train_ratio", "64",
                          "--set", r".*\.units=32", "--env", "Pendulum-v1")

@@ -15,6 +15,7 @@ from dreamerjax.config.defaults import (
 from dreamerjax.config.dotted import field_type, to_dotted, type_name
 from dreamerjax.config.keys import (
     FIXED,
+    KEY_WORDS,
     KEYS,
     OUR_KEYS,
     REFERENCE_KEYS,
@@ -24,6 +25,20 @@ from dreamerjax.config.resolve import Provenance, version_keys
 
 # ---------------------------------------------------------------------------------------
 # Printing (dreamerjax info)
+
+
+def shown_value(key: str, value: Any) -> str:
+    """A key's value as a user gives it: a value with a word of its own by the word
+    (run.checkpoint_keep 0 is `all`), else as JSON."""
+    word = next((w for w, v in KEY_WORDS.get(key, {}).items() if v == value), None)
+    return word or json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+def type_shown(key: str) -> str:
+    """A key's type as docs/config.md names it, with its words (`int or all`)."""
+    words = " or ".join(f"`{w}`" for w in KEY_WORDS.get(key, {}))
+    typ = type_name(field_type(KEYS[key]))
+    return f"{typ} or {words}" if words else typ
 
 
 def describe(config: Config, provenance: Provenance) -> str:
@@ -41,7 +56,7 @@ def describe(config: Config, provenance: Provenance) -> str:
     for key in sorted(shown_keys):
         value = flat[shown_keys[key]]
         origin_key = shown_keys[key]
-        shown = json.dumps(list(value) if isinstance(value, tuple) else value)
+        shown = shown_value(origin_key, value)
         own = key in OUR_KEYS and not (reference != HEAD_REF and key in REFERENCE_KEYS)
         mark = "  (dreamerjax's own key)" if own else ""
         lines.append(f"  {key.ljust(width)}  {shown}  [{provenance.origin.get(origin_key, '?')}]"
@@ -59,8 +74,8 @@ def markdown_tables() -> str:
     out = ["| key | field | type | default |", "|---|---|---|---|"]
     for key, path in KEYS.items():
         own = "" if key in REFERENCE_KEYS else " (ours)"
-        out.append(f"| `{key}`{own} | `{path}` | {type_name(field_type(path))} | "
-                   f"`{show(defaults[key])}` |")
+        out.append(f"| `{key}`{own} | `{path}` | {type_shown(key)} | "
+                   f"`{shown_value(key, defaults[key])}` |")
     out += ["", "Keys with one implemented value (accepted at it, refused otherwise):", "",
             "| key | value | why |", "|---|---|---|"]
     out += [f"| `{k}` | `{show(v)}` | {r} |" for k, (v, r) in FIXED.items()]
