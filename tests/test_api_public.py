@@ -105,11 +105,11 @@ def test_evaluate_an_exported_policy_file(run_with_function_callback, tmp_path, 
     path = export(out, 3, tmp_path / "cartpole.npz")
     # The file's params are seed 3's of the latest checkpoint: `dreamerjax eval` of the
     # run directory gives the same episodes for that seed, through the API and the CLI.
-    want = [{k: r[k] for k in ("seed", "returns", "mean")}
+    want = [{k: r[k] for k in ("seed", "returns", "mean", "lengths")}
             for r in rundir.evaluate_run(str(out), 3) if r["seed"] == 3]
     rows = dreamerjax.evaluate(str(path), episodes=3)
-    assert [{k: r[k] for k in ("seed", "returns", "mean")} for r in rows] == want
-    assert set(rows[0]) == {"seed", "returns", "mean", "lengths"}
+    assert rows == want  # the keys of `dreamerjax eval`, the episodes' lengths as ints
+    assert all(type(n) is int for n in rows[0]["lengths"])
     assert rows[0]["returns"] == [float(n) for n in rows[0]["lengths"]]  # 1 per step
     assert dreamerjax.evaluate(path, episodes=3, seed=3, mode="mode")[0]["seed"] == 3
     assert cli.main(["eval", str(path), "--episodes", "3"]) == 0
@@ -322,10 +322,10 @@ def test_train_leaves_the_compile_cache_alone_unless_given_one(tmp_path):
 def test_evaluate_any_kept_checkpoint_from_python_and_the_cli(run_with_function_callback,
                                                               tmp_path, capsys):
     """A chosen checkpoint, `all` (one evaluation per kept checkpoint, oldest first) and a
-    RUN/checkpoints/K path give the same numbers from Python and from `dreamerjax eval`; a
+    RUN/checkpoints/K path give the same rows from Python and from `dreamerjax eval`; a
     checkpoint that is not kept is refused in one line naming the kept ones; the run
     directory is left as it was."""
-    out, _, _ = run_with_function_callback
+    out, _result, _ = run_with_function_callback
     before = sorted((p.relative_to(out), p.stat().st_mtime_ns) for p in out.rglob("*"))
     assert ckpt.indices(out) == [0, 1]  # log points at rows 80 and 160
     every = dreamerjax.evaluate(out, episodes=2, checkpoint="all")
@@ -341,8 +341,10 @@ def test_evaluate_any_kept_checkpoint_from_python_and_the_cli(run_with_function_
     assert cli.main(["eval", str(out), "--checkpoint", "all", "--episodes", "2",
                      "--plot", str(png)]) == 0
     printed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
-    assert [(r["checkpoint"], r["returns"]) for r in printed] == [
-        (r["checkpoint"], r["returns"]) for r in every]
+    assert printed == every  # the same keys and numbers, the lengths as ints
+    assert all(type(n) is int for r in every for n in r["lengths"])
+    assert [r["lengths"] for r in dreamerjax.evaluate(_result, episodes=2)] == [
+        r["lengths"] for r in every[2:]]  # the result's params, in memory
     assert png.stat().st_size > 10_000
     assert cli.main(["eval", str(out / "checkpoints" / "0"), "--episodes", "2"]) == 0
     assert [json.loads(x)["returns"] for x in capsys.readouterr().out.splitlines()] == [

@@ -265,3 +265,31 @@ def test_a_checkpoint_of_one_array_per_leaf_gives_the_same_policy(run_dir, tmp_p
         packed, per_leaf = load_policy(run_dir, seed=seed), load_policy(copy, seed=seed)
         assert per_leaf.source.endswith(f"checkpoint {last + 1}")
         jax.tree.map(np.testing.assert_array_equal, per_leaf.params, packed.params)
+
+
+def test_a_chosen_checkpoint_as_evaluate_takes_it(run_dir):
+    """load_policy takes a kept checkpoint as evaluate and `dreamerjax eval` do: by
+    `checkpoint=K` or as the path RUN/checkpoints/K; the params are that checkpoint's
+    (the newest one's by default), and a checkpoint that is not kept is refused naming
+    the kept ones."""
+    from dreamerjax.run import checkpoint as ckpt
+
+    first, last = ckpt.indices(run_dir)[-2:]
+    seed = SEEDS[1]
+    by_number = load_policy(run_dir, seed=seed, checkpoint=first)
+    by_path = load_policy(run_dir / "checkpoints" / str(first), seed=seed)
+    latest = load_policy(run_dir, seed=seed)
+    assert by_number.source == by_path.source == f"{run_dir} checkpoint {first}"
+    assert latest.source == f"{run_dir} checkpoint {last}"
+    for a, b in zip(jax.tree.leaves(by_number.params), jax.tree.leaves(by_path.params),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert any(not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(
+        jax.tree.leaves(by_number.params), jax.tree.leaves(latest.params), strict=True))
+    with pytest.raises(PolicyError, match=rf"checkpoint 9: not kept .*kept: {first}, {last}"):
+        load_policy(run_dir, checkpoint=9)
+    with pytest.raises(PolicyError, match="checkpoint 'all': load_policy takes one"):
+        load_policy(run_dir, checkpoint="all")
+    with pytest.raises(PolicyError, match=rf"checkpoints/{first} is checkpoint {first}, "
+                                          f"not {last}"):
+        load_policy(run_dir / "checkpoints" / str(first), checkpoint=last)

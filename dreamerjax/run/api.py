@@ -64,19 +64,21 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         `train` returned (its parameters in memory).
     checkpoint: of a run directory, a kept checkpoint's number, "latest" (the newest that
         verifies) or "all" (every kept one, oldest first); each row then also has
-        "checkpoint" and "rows". A policy file holds one: only "latest".
+        "checkpoint", "rows" and "updates". A policy file holds one: only "latest".
     episodes: evaluation episodes per seed. seed: one trained seed (None: every seed; a
         policy file's seed is its own).
     video: a .mp4 or .gif file: one evaluation episode of the first evaluated seed.
     mode: "sample" acts with samples of the policy (as training's evaluation), "mode"
         with its mode.
 
-    Returns one dict per seed: {"seed", "returns" [episodes], "lengths" [episodes],
-    "mean"}, the first also {"video": path} when a video was written. The keys are
-    those of `dreamerjax eval`, so a run directory gives the numbers it prints.
+    Returns one dict per seed: {"seed", "returns" [episodes] (floats), "mean",
+    "lengths" [episodes] (ints: steps)}, the first also {"video": path} when a video was
+    written. The keys are those of `dreamerjax eval`, so a run directory gives the rows
+    it prints.
     """
     import jax
 
+    from dreamerjax.run import checkpoint as ckpt
     from dreamerjax.run import plan as plan_lib
     from dreamerjax.run import rundir
     from dreamerjax.run.result import TrainResult
@@ -95,7 +97,7 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
         config, seeds, by_seed = _policy_file(run_or_result, seed, checkpoint)
     elif isinstance(run_or_result, str | os.PathLike):
         run_dir = str(run_or_result)
-        inside = rundir.split_checkpoint_path(run_dir)
+        inside = ckpt.split_checkpoint_path(run_dir)
         if inside is not None:
             run_dir, checkpoint = str(inside[0]), inside[1]
         if not Path(run_dir).is_dir():
@@ -116,11 +118,11 @@ def evaluate(run_or_result: Any, episodes: int = 10, seed: int | None = None,
             params = jax.tree.map(lambda *xs: np.stack(xs), *(by_seed[s] for s in chosen))
             # The keys of `dreamerjax eval` (the evaluate_run stream, run/streams.py).
             rets, lens = trainer.evaluate(params, 0, mode == "mode", stream="evaluate_run")
-            out = [{**rundir.episode_summary(s, r), "lengths": n.tolist()}
+            out = [rundir.episode_summary(s, r, n)
                    for s, r, n in zip(chosen, np.asarray(rets), np.asarray(lens), strict=True)]
         else:  # a run directory: one evaluation per chosen checkpoint
             out = []
-            for index in rundir.checkpoints_of(run_dir, checkpoint):
+            for index in ckpt.chosen(run_dir, checkpoint):
                 params, rows = rundir.checkpoint_evaluation(
                     trainer, run_dir, index, config, seeds, chosen, mode == "mode")
                 out += rows

@@ -45,7 +45,7 @@ import jax
 import numpy as np
 
 from dreamerjax.config.keys import RESUMABLE_FIELDS, steps_may_grow
-from dreamerjax.run.records import flatten, inf_as_text, to_jsonable
+from dreamerjax.run.records import CONFIG_FILE, flatten, inf_as_text, to_jsonable
 
 CHECKPOINT_DIR = "checkpoints"
 KEEP = 2  # run.checkpoint_keep's default
@@ -390,6 +390,40 @@ def latest_verified(run_dir: str | os.PathLike, warn=None) -> tuple[int, dict] |
     a damaged newest checkpoint is skipped with a one-line warning and left in place (only
     a resuming writer sets it aside); NoGoodCheckpoint when none verifies."""
     return latest_good(run_dir, warn)[0]
+
+
+def chosen(run_dir: str | os.PathLike, checkpoint: int | str) -> list[int]:
+    """The checkpoint indices a reader of a run takes (`dreamerjax eval`, evaluate,
+    load_policy): a kept checkpoint's index, "latest" (the newest that verifies; a
+    damaged newest one: the previous, warned) or "all" (every kept one, oldest first);
+    ValueError naming the kept ones when `checkpoint` is not kept or does not verify."""
+    kept = indices(run_dir)
+    if not kept:
+        raise ValueError(f"no checkpoint in {run_dir}")
+    if checkpoint == "latest":
+        found = latest_verified(run_dir)
+        if found is None:
+            raise ValueError(f"no checkpoint in {run_dir}")
+        return [found[0]]
+    picked = kept if checkpoint == "all" else [int(checkpoint)]
+    for index in picked:
+        if index not in kept:
+            raise ValueError(f"checkpoint {index}: not kept in {run_dir} (kept: "
+                             f"{', '.join(map(str, kept))}, latest or all)")
+        problem = verify(run_dir, index)
+        if problem is not None:
+            raise ValueError(f"checkpoint {index} of {run_dir} is damaged: {problem}")
+    return picked
+
+
+def split_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int] | None:
+    """(run directory, index) of a path RUN/checkpoints/K, else None."""
+    path = Path(path)
+    run = path.parent.parent
+    if path.parent.name == CHECKPOINT_DIR and path.name.isdigit() and (
+            run / CONFIG_FILE).is_file():
+        return run, int(path.name)
+    return None
 
 
 def _abstract(x: Any) -> Any:

@@ -240,12 +240,29 @@ def env_actions_of(config: Config, setup=None) -> EnvActions:
 # Loading
 
 
-def load_policy(source: str | os.PathLike, seed: int | None = None) -> Policy:
-    """A Policy from a run directory (its latest checkpoint, seed `seed`; None: 0) or from
-    a file written by `export`, which holds one seed: None takes it, another is refused."""
+def load_policy(source: str | os.PathLike, seed: int | None = None,
+                checkpoint: int | str = "latest") -> Policy:
+    """A Policy from a run directory or one of its checkpoints (RUN/checkpoints/K), seed
+    `seed` (None: 0), or from a file written by `export`, which holds one seed: None takes
+    it, another is refused. checkpoint: of a run directory, a kept checkpoint's number or
+    "latest" (the newest that verifies), as `evaluate` and `dreamerjax eval` take it."""
+    from dreamerjax.run import checkpoint as ckpt
+
     path = Path(source)
+    if checkpoint != "latest" and not (isinstance(checkpoint, int) or str(
+            checkpoint).isdigit()):
+        raise PolicyError(f"checkpoint {checkpoint!r}: load_policy takes one checkpoint, "
+                          "its number or 'latest'")
+    inside = ckpt.split_checkpoint_path(path)
+    if inside is not None:  # RUN/checkpoints/K
+        if checkpoint not in ("latest", inside[1], str(inside[1])):
+            raise PolicyError(f"{path} is checkpoint {inside[1]}, not {checkpoint}")
+        path, checkpoint = inside
     if path.is_dir():
-        return _from_run(path, 0 if seed is None else int(seed))
+        return _from_run(path, 0 if seed is None else int(seed), checkpoint)
+    if checkpoint != "latest":
+        raise PolicyError(f"checkpoint {checkpoint}: {path} is not a run directory (a "
+                          "policy file holds one checkpoint's parameters)")
     if path.is_file():
         policy = _from_file(path)
         if seed is not None and int(seed) != policy.seed:
@@ -262,7 +279,7 @@ def export(run_dir: str | os.PathLike, seed: int, out: str | os.PathLike) -> Pat
     return _from_run(Path(run_dir), int(seed)).save(out)
 
 
-def _from_run(run_dir: Path, seed: int) -> Policy:
+def _from_run(run_dir: Path, seed: int, checkpoint: int | str = "latest") -> Policy:
     from dreamerjax.run import checkpoint as ckpt
     from dreamerjax.run import records
     from dreamerjax.run import setup as setup_lib
@@ -276,13 +293,12 @@ def _from_run(run_dir: Path, seed: int) -> Policy:
     seeds = list(seeds)
     if seed not in seeds:
         raise PolicyError(f"{run_dir}: seed {seed} was not trained (seeds {seeds})")
-    try:
-        found = ckpt.latest_verified(run_dir)
-    except ckpt.NoGoodCheckpoint as e:
-        raise PolicyError(str(e)) from e
-    if found is None:
+    if not ckpt.indices(run_dir):
         raise PolicyError(f"{run_dir}: no checkpoint to load a policy from")
-    index = found[0]
+    try:  # a damaged newest one: the previous, warned
+        index = ckpt.chosen(run_dir, checkpoint)[0]
+    except ValueError as e:  # NoGoodCheckpoint, one not kept or damaged
+        raise PolicyError(str(e)) from e
     try:  # the plan's first part: the run's config validated once, its setup built once
         setup = setup_lib.checked_setup(config, seeds)
     except configs.ConfigError as e:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -38,18 +37,18 @@ def evaluate_run(run_dir: str, episodes: int, mode: bool = False,
                  checkpoint: int | str = "latest", trainer: Trainer | None = None
                  ) -> list[dict]:
     """Evaluate checkpoints of a run: one dict per checkpoint and seed, {'checkpoint',
-    'rows', 'updates', 'seed', 'returns', 'mean'} (the evaluate_run key stream,
+    'rows', 'updates', 'seed', 'returns', 'mean', 'lengths'} (the evaluate_run key stream,
     run/streams.py: the same episodes' keys for every checkpoint). checkpoint: a kept
     checkpoint's index, 'latest' (the newest that verifies; a damaged newest one: the
     previous, warned) or 'all' (every kept one, oldest first). trainer: run_trainer's of
     the run with `episodes` (None: made here)."""
-    chosen = checkpoints_of(run_dir, checkpoint)
+    chosen = ckpt.chosen(run_dir, checkpoint)
     trainer = run_trainer(run_dir, episodes) if trainer is None else trainer
     config, seeds = trainer.plan.config, trainer.plan.seeds
     out = []
     for index in chosen:
         _, rows = checkpoint_evaluation(trainer, run_dir, index, config, seeds, seeds, mode)
-        out += [{k: v for k, v in row.items() if k != "lengths"} for row in rows]
+        out += rows
     return out
 
 
@@ -68,49 +67,22 @@ def checkpoint_evaluation(trainer, run_dir: str, index: int, config: Config,
     rets, lens = trainer.evaluate(params, 0, mode, stream="evaluate_run")
     meta = ckpt.read_meta(run_dir, index)
     return params, [{"checkpoint": index, "rows": meta["rows"], "updates": meta["updates"][i],
-                     **episode_summary(s, r), "lengths": n.tolist()}
+                     **episode_summary(s, r, n)}
                     for i, s, r, n in zip(pick, chosen, np.asarray(rets), np.asarray(lens),
                                           strict=True)]
 
 
-def checkpoints_of(run_dir: str, checkpoint: int | str) -> list[int]:
-    """The checkpoint indices `evaluate_run` evaluates (see there); ValueError naming the
-    kept ones when `checkpoint` is not kept or does not verify."""
-    kept = ckpt.indices(run_dir)
-    if not kept:
-        raise ValueError(f"no checkpoint in {run_dir}")
-    if checkpoint == "latest":
-        found = ckpt.latest_verified(run_dir)
-        if found is None:
-            raise ValueError(f"no checkpoint in {run_dir}")
-        return [found[0]]
-    chosen = kept if checkpoint == "all" else [int(checkpoint)]
-    for index in chosen:
-        if index not in kept:
-            raise ValueError(f"checkpoint {index}: not kept in {run_dir} (kept: "
-                             f"{', '.join(map(str, kept))}, latest or all)")
-        problem = ckpt.verify(run_dir, index)
-        if problem is not None:
-            raise ValueError(f"checkpoint {index} of {run_dir} is damaged: {problem}")
-    return chosen
-
-
-def split_checkpoint_path(path: str | os.PathLike) -> tuple[Path, int] | None:
-    """(run directory, index) of a path RUN/checkpoints/K, else None."""
-    path = Path(path)
-    run = path.parent.parent
-    if path.parent.name == ckpt.CHECKPOINT_DIR and path.name.isdigit() and (
-            run / records.CONFIG_FILE).is_file():
-        return run, int(path.name)
-    return None
-
-
-def episode_summary(seed: int, returns: np.ndarray) -> dict:
-    """{'seed', 'returns', 'mean'} of float32 episode returns [episodes], each return as its
+def episode_summary(seed: int, returns: np.ndarray, lengths: np.ndarray | None = None
+                    ) -> dict:
+    """{'seed', 'returns', 'mean', 'lengths'} of float32 episode returns [episodes] and
+    their lengths [episodes] (steps, as ints; no 'lengths' when None), each return as its
     shortest float32 decimal (18.4, not 18.399999618530273) and the mean taken in float64
     over those."""
     values = [float(str(np.float32(x))) for x in np.asarray(returns, np.float32)]
-    return {"seed": seed, "returns": values, "mean": round(float(np.mean(values)), 6)}
+    out = {"seed": seed, "returns": values, "mean": round(float(np.mean(values)), 6)}
+    if lengths is not None:
+        out["lengths"] = [int(n) for n in np.asarray(lengths)]
+    return out
 
 
 def eval_artifacts(run_dir: str, report: bool = False, video: str | os.PathLike | None = None,

@@ -261,7 +261,7 @@ class EvalArgs:
     """Render one evaluation episode of the first seed to this video file."""
 
     def validate(self) -> EvalArgs:
-        from dreamerjax.run.rundir import split_checkpoint_path
+        from dreamerjax.run.checkpoint import split_checkpoint_path
 
         inside = split_checkpoint_path(self.run_dir)
         if inside is not None:  # RUN/checkpoints/K

@@ -304,7 +304,7 @@ def _eval_policy_file(args: EvalArgs) -> int:
 
     rows = api.evaluate(args.run_dir, args.episodes, mode=args.mode, video=args.video)
     for row in rows:
-        print(json.dumps({k: row[k] for k in ("seed", "returns", "mean")}))
+        print(json.dumps({k: row[k] for k in ("seed", "returns", "mean", "lengths")}))
     if "video" in rows[0]:
         print(f"wrote {rows[0]['video']}")
     return 0
