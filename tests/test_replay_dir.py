@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
 
 import jax
 import numpy as np
@@ -199,3 +204,103 @@ def test_fill_keeps_a_host_replay_in_host_memory(run, exported):
     np.testing.assert_array_equal(np.asarray(states.replay.data["reward"]),
                                   ring[".replay.data['reward']"])
     trainer.close()
+
+
+# --- a run directory for its replay; damaged chunks and missing seed folders named --------
+
+
+def test_a_run_directory_is_taken_for_its_replay(run, tmp_path, capsys):
+    assert replay_dir.folders(run) == replay_dir.folders(run / "replay")
+    assert main(["replay", "info", str(run)]) == 0
+    by_run = capsys.readouterr().out
+    assert main(["replay", "info", str(run / "replay")]) == 0
+    assert capsys.readouterr().out == by_run and by_run.startswith("seed_0: ")
+    # --replay-from RUN: checked and loaded as RUN/replay
+    setup = make_setup(small_config(replay_from=str(run)))
+    replay_io.check(setup, SEEDS)
+    spec = replay_io._spec(setup)
+    a = replay_dir.load_rows(run, 1, 8, *spec)
+    b = replay_dir.load_rows(run / "replay", 1, 8, *spec)
+    assert a.folder == b.folder == run / "replay" / "seed_1"
+    np.testing.assert_array_equal(a.rows["obs"]["vector"], b.rows["obs"]["vector"])
+    # neither a replay nor a run's: the one line says where a replay is
+    (tmp_path / "empty").mkdir()
+    assert main(["replay", "info", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "RUN/replay" in err
+
+
+def test_a_script_reads_a_run_directory_without_the_run_layer_or_jax(run):
+    """What `replay info` does (describe), and a script's read of every stream, import
+    neither dreamerjax.run nor JAX."""
+    code = ("import sys; from dreamerjax.data import chunks, replay_dir; "
+            f"lines = replay_dir.describe({str(run)!r}); "
+            f"rows = [chunks.read_streams(f) for f in replay_dir.folders({str(run)!r}).values()]; "
+            "assert lines[0].startswith('seed_0: ') and len(rows) == 2 and len(rows[0]) == 8; "
+            "bad = sorted(m for m in sys.modules if m.startswith(('dreamerjax.run', 'jax'))); "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _damage(path: pathlib.Path, member: str = "vector.npy", count: int = 60) -> None:
+    """Zero `count` bytes of `member`'s compressed data inside the chunk file `path` (its
+    other members stay readable)."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    # A member's data follows its local header: 30 bytes, then its name and extra field.
+    name_len, extra_len = struct.unpack("<HH", raw[info.header_offset + 26:
+                                                   info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    n = min(count, info.compress_size)
+    raw[start:start + n] = bytes(n)
+    path.write_bytes(raw)
+
+
+def _copy_run(run: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.lock", "lock"))
+    return copy
+
+
+def _a_later_chunk(folder: pathlib.Path) -> pathlib.Path:
+    """A chunk of the folder's first stream that is not the stream's first."""
+    return folder / chunks.scan(folder)[0].names[-1].filename
+
+
+def _without_lock(directory: pathlib.Path) -> dict:
+    return {k: v for k, v in _tree_digest(directory).items() if "lock" not in k}
+
+
+def test_a_damaged_chunk_is_named_by_info_export_and_resume(run, tmp_path, capsys):
+    copy = _copy_run(run, tmp_path)
+    bad = _a_later_chunk(copy / "replay" / "seed_1")
+    _damage(bad)
+    before = _without_lock(copy)
+    for argv in (["replay", "info", str(copy / "replay")],
+                 ["replay", "export", str(copy), str(tmp_path / "out")],
+                 ["train", "--resume", str(copy), "--steps", "320"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, (argv, err)
+        assert f"{bad}: damaged chunk" in err, (argv, err)
+        assert "compiling" not in err
+    assert "run.from_checkpoint" in err  # the resume's line names what can be done
+    assert _without_lock(copy) == before  # nothing lost
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_seed_folder_is_named_by_export_and_resume(run, tmp_path, capsys):
+    copy = _copy_run(run, tmp_path)
+    shutil.rmtree(copy / "replay" / "seed_0")
+    before = _without_lock(copy)
+    for argv in (["replay", "export", str(copy), str(tmp_path / "out")],
+                 ["train", "--resume", str(copy), "--steps", "320"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, (argv, err)
+        assert f"{copy / 'replay' / 'seed_0'}: missing" in err, (argv, err)
+        assert "compiling" not in err
+    assert "run.from_checkpoint" in err
+    assert _without_lock(copy) == before
+    assert not (tmp_path / "out").exists()

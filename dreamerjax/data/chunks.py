@@ -43,6 +43,7 @@ import os
 import string
 import uuid as uuidlib
 import zipfile
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -369,7 +370,7 @@ def read_chunk(directory: str | os.PathLike, name: ChunkName, keys=None
     try:
         with np.load(path, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files if keys is None or k in keys}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, zlib.error) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ReplayDirError(f"{path}: damaged chunk ({reason})") from None
     if not data and keys is None:
@@ -381,28 +382,32 @@ def read_chunk(directory: str | os.PathLike, name: ChunkName, keys=None
     return data
 
 
-def read_stream(directory: str | os.PathLike, stream: StreamFiles) -> dict[str, np.ndarray]:
-    """A stream's rows in order (key -> [rows, ...]). ReplayDirError naming the chunk when
-    a chunk is damaged, when its keys, shapes or dtypes differ from the stream's first
-    chunk, or when the stream begins inside an episode (its first row is not is_first):
-    the chunk that held the rows before it is missing."""
-    parts = []
+def stream_chunks(directory: str | os.PathLike, stream: StreamFiles):
+    """A stream's chunks in order, each read whole (key -> [length, ...]), one at a time.
+    ReplayDirError naming the chunk when a chunk is damaged, when its keys, shapes or
+    dtypes differ from the stream's first chunk, or when the stream begins inside an
+    episode (its first row is not is_first): the chunk that held the rows before it is
+    missing."""
     first = None
     for name in stream.names:
         data = read_chunk(directory, name)
         spec = {k: (v.shape[1:], v.dtype) for k, v in data.items()}
         if first is None:
             first = spec
+            if "is_first" in data and len(data["is_first"]) and not data["is_first"][0]:
+                raise ReplayDirError(
+                    f"{Path(directory) / name.filename}: its stream begins inside an "
+                    "episode; the chunk before it is missing")
         elif spec != first:
             raise ReplayDirError(f"{Path(directory) / name.filename}: {_mismatch(spec, first)}"
                                  f" as in the stream's first chunk {stream.names[0].filename}")
-        parts.append(data)
-    rows = {k: np.concatenate([p[k] for p in parts], 0) for k in parts[0]}
-    if "is_first" in rows and not bool(rows["is_first"][0]):
-        raise ReplayDirError(
-            f"{Path(directory) / stream.names[0].filename}: its stream begins inside an "
-            "episode; the chunk before it is missing")
-    return rows
+        yield data
+
+
+def read_stream(directory: str | os.PathLike, stream: StreamFiles) -> dict[str, np.ndarray]:
+    """A stream's rows in order (key -> [rows, ...]); ReplayDirError as stream_chunks."""
+    parts = list(stream_chunks(directory, stream))
+    return {k: np.concatenate([p[k] for p in parts], 0) for k in parts[0]}
 
 
 def read_streams(directory: str | os.PathLike) -> list[dict[str, np.ndarray]]:

@@ -4,9 +4,10 @@ format (data/chunks.py) alone, so a script reads a replay without the run layer.
 
 A replay directory is either one folder of chunk files (data/chunks.py: the reference's
 own `logdir/replay`, or one seed's) or a folder of seed folders `seed_<S>`, each one of
-chunk files (what `replay export` writes, and a dreamerjax run's `RUN/replay`). Filling a
-run: seed S reads `seed_<S>` when the directory has seed folders, else every seed reads
-the one folder.
+chunk files (what `replay export` writes, and a dreamerjax run's `RUN/replay`). A
+directory that is neither but holds a `replay/` folder that is one (a dreamerjax run's
+directory, a reference run's logdir) stands for that folder. Filling a run: seed S reads
+`seed_<S>` when the directory has seed folders, else every seed reads the one folder.
 
 Nothing here changes the directories it reads.
 """
@@ -35,12 +36,9 @@ def has_chunks(directory: Path) -> bool:
     return directory.is_dir() and any(directory.glob("*.npz"))
 
 
-def folders(directory: str | os.PathLike) -> dict[int | None, Path]:
-    """{seed: its folder} of a directory of seed folders, or {None: directory} for one
-    folder of chunk files; ReplayDirError (one line) for anything else."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise chunks.ReplayDirError(f"{directory}: no such replay directory")
+def _seed_folders(directory: Path) -> dict[int | None, Path]:
+    """{None: directory} when it holds chunk files, else {seed: folder} of its seed folders
+    that do (none: {})."""
     if has_chunks(directory):
         return {None: directory}
     seeds = {}
@@ -48,11 +46,45 @@ def folders(directory: str | os.PathLike) -> dict[int | None, Path]:
         found = re.fullmatch(SEED_FOLDER.format(seed=r"(\d+)"), path.name)
         if found and has_chunks(path):
             seeds[int(found.group(1))] = path
-    if not seeds:
+    return dict(sorted(seeds.items()))
+
+
+def folders(directory: str | os.PathLike) -> dict[int | None, Path]:
+    """{seed: its folder} of a directory of seed folders, or {None: directory} for one
+    folder of chunk files, of `directory` or else of its `replay/` folder (a run's
+    directory); ReplayDirError (one line, saying where a replay is) for anything else."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise chunks.ReplayDirError(f"{directory}: no such replay directory")
+    found = _seed_folders(directory)
+    inner = directory / RUN_REPLAY
+    if not found and inner.is_dir():
+        found = _seed_folders(inner)
+        directory = inner
+    if not found:
+        below = _replays_below(directory)
         raise chunks.ReplayDirError(
             f"{directory}: not a replay directory (no chunk files "
-            "{time}-{uuid}-{succ}-{length}.npz, nor seed_<S> folders of them)")
-    return dict(sorted(seeds.items()))
+            "{time}-{uuid}-{succ}-{length}.npz, nor seed_<S> folders of them); "
+            + (f"the replay directories in it: {', '.join(below)}" if below else
+               f"a dreamerjax run's replay is RUN/{RUN_REPLAY} (give RUN or RUN/{RUN_REPLAY}; "
+               "`dreamerjax replay export RUN DIR` writes one of a run that kept it in its "
+               f"checkpoint), a reference run's LOGDIR/{RUN_REPLAY}"))
+    return found
+
+
+def _replays_below(directory: Path, most: int = 3) -> list[str]:
+    """The first `most` folders directly in `directory` that are replay directories or
+    hold one as `replay/` (run directories), as paths; a look one level down only."""
+    out = []
+    for child in sorted(p for p in directory.iterdir() if p.is_dir()):
+        for candidate in (child, child / RUN_REPLAY):
+            if candidate.is_dir() and _seed_folders(candidate):
+                out.append(str(candidate))
+                break
+        if len(out) == most:
+            break
+    return out
 
 
 def folder_of_seed(directory: str | os.PathLike, seed: int) -> Path:
@@ -63,7 +95,7 @@ def folder_of_seed(directory: str | os.PathLike, seed: int) -> Path:
         return found[None]
     if seed not in found:
         raise chunks.ReplayDirError(
-            f"{directory}: no folder seed_{seed} (it has "
+            f"{next(iter(found.values())).parent}: no folder seed_{seed} (it has "
             f"{', '.join(p.name for p in found.values())}); give one folder of chunk files "
             "to fill every seed from it")
     return found[seed]
@@ -75,15 +107,18 @@ def folder_of_seed(directory: str | os.PathLike, seed: int) -> Path:
 def describe(directory: str | os.PathLike) -> list[str]:
     """The lines of `dreamerjax replay info`: per folder its format, streams, rows and
     chunk files, then the keys of a row with their shapes and dtypes (a seed folder's only
-    where they differ from the one before). Reads the first chunk whole and of the others
-    their is_first rows alone."""
+    where they differ from the one before). Reads every chunk whole, one at a time, so a
+    damaged chunk, or a missing one (a stream that begins inside an episode), is refused
+    with ReplayDirError naming the file, as export and --replay-from refuse it."""
     lines, found, shown = [], folders(directory), None
     for seed, folder in found.items():
         files = chunks.scan(folder)
         first = chunks.read_chunk(folder, files[0].names[0])
         rows = [s.rows for s in files]
-        episodes = sum(int(np.sum(chunks.read_chunk(folder, n, ("is_first",)).get(
-            "is_first", 0))) for s in files for n in s.names)
+        episodes = 0
+        for stream in files:  # every chunk read whole: a damaged or missing one is named
+            for data in chunks.stream_chunks(folder, stream):
+                episodes += int(np.sum(data.get("is_first", 0)))
         name = folder.name if seed is not None else str(folder)
         lines.append(
             f"{name}: {chunks.chunk_format(first)} format, {len(files)} streams, "

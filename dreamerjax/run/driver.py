@@ -188,6 +188,7 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
         config, setup = plan.config, plan.setup
         if resume:  # another device layout than the run's, refused before anything compiles
             ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
+            resume_lib.check_replay_files(out)  # and a replay file missing or damaged
         videos.check(plan)  # --video-every where no video can be made: refused now
         done = ckpt.complete_rows(out, setup.run.steps) if resume else None
         if done is not None and jax.process_index() == 0:  # said at once; the call returns

@@ -468,6 +468,54 @@ def _stream_tail(directory: Path, state: Mapping, need: int, env: int,
     return out
 
 
+def seed_missing(run_dir: str | os.PathLike, seed: int) -> str:
+    """The line of a seed folder of the run's replay that is gone."""
+    return (f"{seed_dir(run_dir, seed)}: missing (seed {int(seed)}'s replay: its chunk files, "
+            "whose rows no checkpoint holds)")
+
+
+def _tail_chunks(run_dir, seed: int, meta: Mapping, env: int, need: int
+                 ) -> tuple[Path, list]:
+    """(seed's folder, the chunk names of env's last `need` rows) of the checkpoint whose
+    META_KEY entry is meta. ReplayFilesError naming the seed folder when it is gone, the
+    env when the checkpoint has no stream of it, the chunk when one is missing."""
+    directory = seed_dir(run_dir, seed)
+    streams = meta.get("streams", {})
+    key = _stream_key(seed, env)
+    if key not in streams:
+        raise ReplayFilesError(f"{directory}: the checkpoint has no stream of env {env}")
+    if need <= 0:
+        return directory, []
+    if not directory.is_dir():
+        raise ReplayFilesError(seed_missing(run_dir, seed))
+    ends = frozenset(v["uuid"] for k, v in streams.items() if k.split("/")[0] == str(seed))
+    return directory, _stream_tail(directory, streams[key], need, env, ends)
+
+
+def _read_chunks(directory: Path, names: Sequence) -> list[dict[str, np.ndarray]]:
+    try:
+        return [chunks.read_chunk(directory, name) for name in names]
+    except chunks.ReplayDirError as err:
+        raise ReplayFilesError(str(err)) from None
+
+
+def check(run_dir: str | os.PathLike, seeds: Sequence[int], meta: Mapping,
+          capacity: int) -> None:
+    """Every file `ring` reads for the checkpoint whose META_KEY entry is meta (each env's
+    newest `capacity` rows, the latent files), read whole, with numpy alone: a resume
+    calls it before anything compiles. ReplayFilesError naming the first seed folder,
+    chunk or latent file that is missing or damaged, as `ring` would."""
+    need = min(int(meta["rows"]), int(capacity))
+    for seed in (int(s) for s in seeds):
+        envs = sorted(int(k.split("/")[1]) for k in meta.get("streams", {})
+                      if k.split("/")[0] == str(seed))
+        for env in envs:
+            _read_chunks(*_tail_chunks(run_dir, seed, meta, env, need))
+        for per_process in meta.get("latents", {}).values():
+            for file in per_process.get(str(seed), []):
+                _read_latents(run_dir, seed, file)
+
+
 def ring(run_dir: str | os.PathLike, seeds: Sequence[int], meta: Mapping, target) -> dict:
     """The replay's rows (`data`) at a checkpoint, rebuilt from the run's files: target is
     the replay's abstract state (shapes, dtypes and shardings of `data`); meta the
@@ -484,22 +532,12 @@ def ring(run_dir: str | os.PathLike, seeds: Sequence[int], meta: Mapping, target
                 mine.add((s, e))
     blocks = [np.zeros(leaf.shape, leaf.dtype) for leaf in leaves]
     spec = jax.tree.unflatten(tree, [(leaf.shape[3:], leaf.dtype) for leaf in leaves])
-    streams = meta.get("streams", {})
     slots = np.arange(lo, rows) % cap
     for s, e in sorted(mine):
-        directory = seed_dir(run_dir, seeds[s])
-        key = _stream_key(seeds[s], e)
-        if key not in streams:
-            raise ReplayFilesError(f"{directory}: the checkpoint has no stream of env {e}")
-        if rows == lo:
+        directory, names = _tail_chunks(run_dir, int(seeds[s]), meta, e, rows - lo)
+        if not names:
             continue
-        ends = frozenset(v["uuid"] for k, v in streams.items()
-                         if k.split("/")[0] == str(seeds[s]))
-        names = _stream_tail(directory, streams[key], rows - lo, e, ends)
-        try:
-            parts = [chunks.read_chunk(directory, name) for name in names]
-        except chunks.ReplayDirError as err:
-            raise ReplayFilesError(str(err)) from None
+        parts = _read_chunks(directory, names)
         stored = {k: np.concatenate([p[k] for p in parts], 0)[-(rows - lo):]
                   for k in parts[0]}
         got = chunks.schema_rows(

@@ -30,11 +30,12 @@ from dreamerjax.data.replay_dir import (
 def export(run_dir: str | os.PathLike, out: str | os.PathLike) -> list[str]:
     """A run's replay written to `out` as seed folders of chunk files; returns one line
     per seed. From the run's own chunk folders (RUN/replay/seed_<S>) where it has them,
-    copied file by file after they are read whole; else from its latest checkpoint's ring
-    (a run that kept its replay only there): each env's rows the ring holds, from the
-    first episode start among them (a ring that wrapped begins inside an episode), one
-    stream per env, chunks of chunks.CHUNKSIZE rows, the latents with replay_context as
-    the reference stores them. Nothing in the run directory changes."""
+    copied file by file after every seed's are read whole (a seed folder gone, a damaged
+    or missing chunk: ReplayDirError naming it, nothing written); else from its latest
+    checkpoint's ring (a run that kept its replay only there): each env's rows the ring
+    holds, from the first episode start among them (a ring that wrapped begins inside an
+    episode), one stream per env, chunks of chunks.CHUNKSIZE rows, the latents with
+    replay_context as the reference stores them. Nothing in the run directory changes."""
     from dreamerjax.run import records
 
     run_dir, out = Path(run_dir), Path(out)
@@ -44,21 +45,11 @@ def export(run_dir: str | os.PathLike, out: str | os.PathLike) -> list[str]:
                          "elsewhere (the run's directory is left as it is)")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out}: not empty; export writes into a new or empty directory")
+    if (run_dir / RUN_REPLAY).is_dir():
+        return _copy_folders(run_dir, seeds, out)
     lines, ring = [], None
     for s, seed in enumerate(seeds):
         dest = seed_folder(out, seed)
-        src = seed_folder(run_dir / RUN_REPLAY, seed)
-        if has_chunks(src):
-            files = chunks.scan(src)
-            for stream in files:
-                chunks.read_stream(src, stream)  # every chunk whole before a copy
-            dest.mkdir(parents=True, exist_ok=True)
-            for stream in files:
-                for name in stream.names:
-                    shutil.copyfile(src / name.filename, dest / name.filename)
-            lines.append(f"seed {seed}: {sum(f.rows for f in files):,} rows in "
-                         f"{len(files)} streams from {src} -> {dest}")
-            continue
         if ring is None:
             ring = _checkpoint_ring(run_dir, len(seeds))
         index, data, count = ring
@@ -78,17 +69,53 @@ def export(run_dir: str | os.PathLike, out: str | os.PathLike) -> list[str]:
     return lines
 
 
+def _copy_folders(run_dir: Path, seeds, out: Path) -> list[str]:
+    """export of a run whose replay is its chunk folders: every seed's folder read whole
+    (each chunk once, one at a time), then copied file by file; one line per seed."""
+    from dreamerjax.run import replay_files
+
+    sources = {}
+    for seed in seeds:
+        src = seed_folder(run_dir / RUN_REPLAY, seed)
+        if not src.is_dir():
+            raise chunks.ReplayDirError(f"{replay_files.seed_missing(run_dir, seed)}; "
+                                        "restore the folder from a copy of the run")
+        if not has_chunks(src):
+            raise chunks.ReplayDirError(f"{src}: no chunk files (the run has written none "
+                                        f"of seed {seed}'s rows)")
+        files = chunks.scan(src)
+        for stream in files:
+            for _ in chunks.stream_chunks(src, stream):  # every chunk whole before a copy
+                pass
+        sources[seed] = (src, files)
+    lines = []
+    for seed, (src, files) in sources.items():
+        dest = seed_folder(out, seed)
+        dest.mkdir(parents=True, exist_ok=True)
+        for stream in files:
+            for name in stream.names:
+                shutil.copyfile(src / name.filename, dest / name.filename)
+        lines.append(f"seed {seed}: {sum(f.rows for f in files):,} rows in "
+                     f"{len(files)} streams from {src} -> {dest}")
+    return lines
+
+
 def _checkpoint_ring(run_dir: Path, num_seeds: int):
     """(index, data, count) of the latest good checkpoint's replay: data the ring's rows
     as a nested dict of numpy arrays [seeds, envs, capacity, ...] (the row schema),
     count [seeds, envs]."""
     from dreamerjax.run import checkpoint as ckpt
+    from dreamerjax.run import replay_files
 
     found = ckpt.latest_verified(run_dir)
     if found is None:
         raise ValueError(f"{run_dir}: no replay chunk folders ({RUN_REPLAY}/seed_<S>) and "
                          "no checkpoint to read a replay from")
     index = found[0]
+    if replay_files.META_KEY in found[1]:  # the ring's rows are in the files, not here
+        raise chunks.ReplayDirError(
+            f"{run_dir / RUN_REPLAY}: missing (the run's replay: its chunk files, whose rows "
+            f"checkpoint {index} does not hold); restore it from a copy of the run")
     layout = ckpt._read_raw_meta(run_dir, index).get(ckpt.LAYOUT_KEY)
     if layout is None:
         raise ValueError(f"{run_dir}: checkpoint {index} holds one array per leaf (a run "

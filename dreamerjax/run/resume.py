@@ -32,6 +32,26 @@ def resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
     return found
 
 
+def check_replay_files(out: str) -> None:
+    """Before anything compiles: the replay files of the checkpoint a resume will continue
+    from (the newest that verifies, as resume_point chooses it, nothing moved) are there
+    and whole (replay_files.check: every file read once); ReplayFilesError, one line,
+    naming the first seed folder, chunk or latent file that is not, and what can be done."""
+    found, _ = ckpt.latest_good(out, warn=lambda _: None)
+    if found is None or replay_files.META_KEY not in found[1]:
+        return  # a fresh start, or load_state's refusal of an older version's checkpoint
+    index, meta = found
+    capacity = replay_rows_per_env(from_dict(meta["config"]).run)  # the ring it restores
+    try:
+        replay_files.check(out, meta["seeds"], meta[replay_files.META_KEY], capacity)
+    except replay_files.ReplayFilesError as e:
+        raise replay_files.ReplayFilesError(
+            f"{e}; checkpoint {index} needs it to resume: restore it from a copy of the run, "
+            f"or start a new run from this run's agent (its replay empty): dreamerjax train "
+            f"--config {os.path.join(out, 'config.json')} --set run.from_checkpoint={out} "
+            "--out NEW_DIR") from None
+
+
 def start_updates(found) -> int:
     """Updates of the last seed at the checkpoint resumed from (0 for a fresh run)."""
     if not found:

@@ -135,7 +135,8 @@ class TrainArgs:
     replay_from: _path("DIR", "(optional)") = None
     """Fill the replay from this replay directory before training: chunk files of the
     reference (e3f0224 or 29eb964) or of `dreamerjax replay export`; seed S reads DIR/seed_S
-    when DIR has seed folders, else every seed reads DIR (run.replay_from, docs/replay.md)."""
+    when DIR has seed folders, else every seed reads DIR; a run's directory stands for its
+    replay/ folder (run.replay_from, docs/replay.md)."""
     offline: bool = False
     """With --replay-from: take no env step; the train-ratio schedule's updates of --steps
     rows run on the loaded rows (the evaluation still plays the env; run.offline)."""
@@ -644,7 +645,8 @@ class ReplayInfoArgs:
 
     directory: tyro.conf.Positional[Path]
     """A folder of chunk files (a reference run's logdir/replay), or of seed_<S> folders
-    of them (what `dreamerjax replay export` writes, a run's RUN/replay)."""
+    of them (what `dreamerjax replay export` writes, a run's RUN/replay), or a run's
+    directory (its replay/ folder is read)."""
 
     def validate(self) -> ReplayInfoArgs:
         return self
