@@ -131,6 +131,11 @@ def test_act_state_and_inputs(run_dir):
     a2, _ = policy.act({"vector": obs}, state)
     np.testing.assert_array_equal(a1, a2)  # same state key -> same draw
     assert a1.shape == (5,) and a1.dtype == np.int32
+    # raw=True: the agent's own action; a discrete env's is the index [B] int32 the actor
+    # chose (as the reference's policy returns it), here CartPole's (start 0) action
+    raw, _ = policy.act(obs, state, raw=True)
+    assert raw.shape == (5,) and raw.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(raw), a1)
     assert not np.array_equal(np.asarray(s1["key"]), np.asarray(state["key"]))
     with pytest.raises(ValueError, match="shape"):
         policy.act(np.zeros((4, 4), np.float32), state)

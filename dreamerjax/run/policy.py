@@ -157,8 +157,10 @@ class Policy:
         """One step for every episode of the batch: (action, new state). The action is
         the env's (EnvActions): [B] int32, the env's index, or [B, *shape] continuous,
         clipped and rescaled to the env's bounds as training sends it; raw=True gives
-        the agent's own ([B] int32 | [B, A] float32, unclipped). Without `key`, one is
-        split off the state's key."""
+        the agent's own: a discrete action's index [B] int32 (the reference's policy's,
+        agent.py:161-163 @29eb964; without the env's `start`), a continuous action
+        [B, A] float32 in [-1, 1], unclipped. Without `key`, one is split off the
+        state's key."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         obs, is_first = self._inputs(obs, state)
