@@ -288,6 +288,13 @@ def test_a_damaged_chunk_is_named_by_info_export_and_resume(run, tmp_path, capsy
     assert "run.from_checkpoint" in err  # the resume's line names what can be done
     assert _without_lock(copy) == before  # nothing lost
     assert not (tmp_path / "out").exists()
+    # --replay-from reads every chunk before compiling, as the resume does
+    new = tmp_path / "new"
+    assert main(["train", *small_argv(), "--seeds", "0", "1", "--out", str(new),
+                 "--replay-from", str(copy)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{bad}: damaged chunk" in err, err
+    assert "--replay-from" in err and "compiling" not in err and not new.exists()
 
 
 def test_a_missing_seed_folder_is_named_by_export_and_resume(run, tmp_path, capsys):

@@ -164,18 +164,26 @@ def _spec(setup) -> tuple[dict, tuple, int, int]:
 
 def check(setup, seeds) -> None:
     """run.replay_from against the run before anything compiles: every seed has its
-    folder and the first chunk's keys are the config's (chunks.schema_rows): ValueError,
-    one line, naming the folder and the first mismatch."""
+    folder, the first chunk's keys are the config's (chunks.schema_rows), and every chunk
+    reads whole, one at a time (a damaged or missing one refused now, not after the
+    compile): ValueError, one line, naming the folder or file and the first mismatch."""
     directory = setup.run.replay_from
     if not directory:
         return
     obs, action, deter, stoch = _spec(setup)
     try:
+        read = set()
         for seed in seeds:
             folder = folder_of_seed(directory, seed)
-            head = chunks.scan(folder)[0].names[0]
+            streams = chunks.scan(folder)
+            head = streams[0].names[0]
             chunks.schema_rows(chunks.read_chunk(folder, head), obs, action, deter, stoch,
                                where=f"--replay-from {folder / head.filename}")
+            if folder not in read:  # one folder filling every seed is read once
+                read.add(folder)
+                for stream in streams:
+                    for _ in chunks.stream_chunks(folder, stream):
+                        pass
     except chunks.ReplayDirError as e:
         raise ValueError(f"--replay-from: {e}") from None
 
