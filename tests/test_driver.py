@@ -154,6 +154,24 @@ def test_resume_of_a_complete_run_says_so_at_once(whole, tmp_path, monkeypatch, 
                            f"--resume {out} --steps {2 * STEPS}")
 
 
+def test_a_resumed_run_says_so_first(whole, tmp_path, capsys):
+    """A resumed run's first line says that it resumes, and from which checkpoint and row;
+    the next log point follows on from it."""
+    import shutil
+
+    out = tmp_path / "longer"
+    shutil.copytree(whole, out)
+    last = checkpoint.indices(out)[-1]
+    capsys.readouterr()
+    recs = driver.train(_cfg(steps=STEPS + EVERY), (0, 1), str(out), resume=True,
+                        progress=True).records
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"[dreamerjax] CartPole-v1, seeds [0, 1]: resuming {out} from checkpoint {last} "
+        f"(row {STEPS} of {STEPS + EVERY}), a log point every {EVERY}; compiling, then "
+        "training to the next (a line at every log point)")
+    assert [r["rows"] for r in recs] == [STEPS + EVERY] * 2
+
+
 def test_train_takes_a_plan_in_place_of_a_config(tmp_path):
     """A Plan carries its config, seeds and devices: train refuses other seeds or a devices
     beside it, before the run directory is made (the plan is the command line's)."""

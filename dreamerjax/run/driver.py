@@ -206,9 +206,8 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
         with outputs.closed_on_error(loggers), heartbeat:
             precompile_lib.enable_compile_cache(settings.compile_cache)
             if progress and primary:  # at once, before the compile's minutes
-                print(f"[dreamerjax] {setup.run.env}, seeds {list(seeds)}: {setup.run.steps:,} "
-                      f"rows, a log point every {setup.run.eval_every:,}; compiling, then "
-                      "training to the first (a line at every log point)", file=sys.stderr,
+                resumed = _resumed_from(out) if resume else None
+                print(status.start_line(setup.run, seeds, out, resumed), file=sys.stderr,
                       flush=True)
             heartbeat.say("compiling")
             # The compile peak in a child. Not on a TPU, where no child can open the chip:
@@ -242,6 +241,15 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
 
         return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
                            setup.spaces, env_actions_of(config, setup))
+
+
+def _resumed_from(out: str) -> tuple[int, dict] | None:
+    """(index, meta) of the checkpoint a resume will continue from, as resume_point
+    chooses it (nothing moved, no warning yet); None when none verifies."""
+    try:
+        return ckpt.latest_good(out, warn=lambda _: None)[0]
+    except ckpt.NoGoodCheckpoint:  # said by the resume itself
+        return None
 
 
 def plan_of(config: Config | Plan, seeds: tuple[int, ...], devices: int | None) -> Plan:

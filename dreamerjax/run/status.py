@@ -23,6 +23,21 @@ NOT_WORLD_MODEL = ("actor", "critic", "replay_critic")
 STATUS_METRICS = {"actor_entropy": ("ent/action/mean", "ent/action")}
 
 
+def start_line(run, seeds, out: str, resumed: tuple[int, dict] | None) -> str:
+    """The run's first line, said before the compile's minutes: the env, the seeds, the
+    rows and the log interval; a resumed run names the checkpoint it continues from and
+    its row. run: the run's RunConfig; resumed: (index, meta) of that checkpoint, None
+    for a fresh start."""
+    head = f"[dreamerjax] {run.env}, seeds {list(seeds)}: "
+    tail = (f", a log point every {run.eval_every:,}; compiling, then training to the "
+            f"{'next' if resumed else 'first'} (a line at every log point)")
+    if resumed is None:
+        return f"{head}{run.steps:,} rows{tail}"
+    index, meta = resumed
+    return (f"{head}resuming {out} from checkpoint {index} (row {int(meta['rows']):,} of "
+            f"{run.steps:,}){tail}")
+
+
 def world_model_loss(train: Mapping, scales: Mapping[str, float]) -> float | None:
     """The scaled world-model loss of a window's means: the decoder terms (one per
     observation key) + reward + cont + dyn + rep, each times its loss scale (scales:
