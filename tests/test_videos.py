@@ -229,3 +229,36 @@ def test_an_env_that_cannot_render_is_refused_in_one_line_before_compiling(tmp_p
                            "dmc_cartpole_balance cannot render (")
     assert last.endswith("--video-every 0 turns videos off")
     assert "compiling" not in done.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_gymnasium_picture_makes_no_noise_on_stderr(tmp_path):
+    """Drawing a Gymnasium env's picture (what --video-every checks before compiling and
+    draws at its log points; pygame inits SDL) writes nothing to stderr where the machine
+    has no sound card or runtime directory: SDL's audio and window drivers are its dummy
+    ones while the picture inits pygame, and the caller's SDL variables are as they were."""
+    pytest.importorskip("gymnasium")
+    pytest.importorskip("pygame")
+    code = """if True:
+        import os
+        import numpy as np
+        from dreamerjax.config.resolve import make_config
+        from dreamerjax.run import rollout
+        from dreamerjax.viz import video
+
+        config = make_config("gym_CartPole-v1")
+        for _ in range(2):  # closed and made again, as the start's check and a log point
+            env = rollout.render_env(config)
+            obs = env.reset(seed=0)
+            picture = video.picture(env, {"obs": {k: np.asarray(v)[None]
+                                                  for k, v in obs.items()}})
+            env.close()
+        assert picture.shape == (400, 600, 3) and picture.std() > 0, picture.shape
+        assert "SDL_AUDIODRIVER" not in os.environ and "SDL_VIDEODRIVER" not in os.environ
+    """
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_RUNTIME_DIR", "SDL_AUDIODRIVER", "SDL_VIDEODRIVER", "DISPLAY")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for noise in ("XDG_RUNTIME_DIR", "ALSA lib", "Unknown PCM"):
+        assert noise not in done.stderr, done.stderr

@@ -20,6 +20,9 @@ to [-1, 1], host.normalized_action). Termination and truncation are Gymnasium's 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +35,32 @@ from dreamerjax.envs.host.base import (
     check_obs_space,
     normalized_action,
 )
+
+# SDL's own variables while Gymnasium's renderer (pygame, for the classic-control and
+# Box2D envs) initialises SDL for an rgb_array picture: its dummy audio and window
+# drivers, since the picture is drawn off-screen and makes no sound, where probing the
+# machine's sound card and display writes ALSA's and SDL's errors to stderr on a machine
+# without them ("ALSA lib ... Unknown PCM default", "XDG_RUNTIME_DIR is invalid").
+# Set only for that call and only where the caller has chosen no driver (_quiet_sdl).
+SDL_DRIVERS = {"SDL_AUDIODRIVER": "dummy", "SDL_VIDEODRIVER": "dummy"}
+
+
+@contextlib.contextmanager
+def _quiet_sdl():
+    """SDL_DRIVERS in this process's environment while pygame is not initialised (SDL
+    reads them when it starts), unless the caller set them; the environment as it was
+    after."""
+    pygame = sys.modules.get("pygame")
+    if pygame is not None and pygame.get_init():
+        yield  # SDL started already: it reads nothing now
+        return
+    chosen = {k: v for k, v in SDL_DRIVERS.items() if k not in os.environ}
+    os.environ.update(chosen)
+    try:
+        yield
+    finally:
+        for key in chosen:
+            os.environ.pop(key, None)
 
 
 def _flatten_space(space, prefix: str = "") -> dict[str, Any]:
@@ -168,7 +197,8 @@ class GymEnv(HostEnv):
         """Gymnasium's own picture when the env was made with render_mode="rgb_array"."""
         if getattr(self._env, "render_mode", None) != "rgb_array":
             return None
-        return self._env.render()
+        with _quiet_sdl():
+            return self._env.render()
 
     def close(self) -> None:
         try:
