@@ -384,3 +384,35 @@ def test_open_loop_strip_of_image_keys(tmp_path):
     # the error column of a perfect prediction is mid-grey
     frames = report.image_strip(truth, truth)
     assert np.all(np.abs(frames[:, 32:48].astype(int) - 128) <= 1)
+
+
+def test_the_run_writes_when_it_reached_each_moment(whole):
+    """run_dir/timing.json: the call's moments in their order, from the process's start,
+    and its phases; the log intervals' chunk seconds are the records' host_s."""
+    from dreamerjax.run import host_time
+
+    timing = json.loads((whole / host_time.TIMING_FILE).read_text())
+    at = timing["seconds"]
+    assert list(at) == [m for m in host_time.MARKS if m in at]
+    assert {"start", "train", "compile_start", "programs_ready", "first_log_point",
+            "last_log_point", "end"} <= set(at)
+    assert at["start"] == 0 < at["train"]  # the process started before its run
+    assert list(at.values()) == sorted(at.values())
+    assert timing["started"] <= os.stat(whole / "config.json").st_mtime
+    recs = [r for r in records.read_records(whole) if r["seed"] == 0]
+    phases = timing["phases"]
+    assert phases["chunks"] == pytest.approx(sum(r["host_s"]["chunk"] for r in recs),
+                                             abs=0.01)
+    assert phases["end"] == pytest.approx(at["end"] - at["last_log_point"], abs=0.002)
+
+
+def test_process_age_counts_from_the_process_start():
+    import subprocess
+    import sys
+
+    code = ("import time; time.sleep(1.0)\n"
+            "from dreamerjax.run.host_time import process_age\n"
+            "print(process_age())")
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               check=True).stdout)
+    assert 1.0 <= age < 60

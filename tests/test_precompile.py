@@ -76,21 +76,42 @@ def test_the_child_never_preallocates_beside_the_parents_backend(monkeypatch):
     """The real child, started as driver.train starts it: the parent's backend is up (the
     plan asked for its devices; on a GPU it holds 75 % of each), so the child must start
     with preallocation off whatever the parent's environment says, or it would find a
-    quarter of each GPU left and fail. The child reports the variables it received."""
+    quarter of each GPU left and fail. The child reports the variables it received.
+
+    Meanwhile the parent lowers the run's trainer's programs and then loads them from the
+    cache the child filled: the trainer's calls trace, lower and compile nothing."""
     import jax
     from _runs import small_config
 
     from dreamerjax.run import plan as plan_lib
+    from dreamerjax.run import trainers
 
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
     config = small_config()
     plan = plan_lib.make_plan(config, (0,), 1)
     assert jax.devices()  # the parent's backend is up before the child starts
+    trainer, waited = trainers.CompiledTrainer(plan), []
     # The session's cache (conftest.py): the run's programs, as the driver tests train them.
-    out = precompile.precompile(plan, report=config.run.report_every > 0, timeout=1200)
+    out = precompile.precompile(plan, report=config.run.report_every > 0, timeout=1200,
+                                trainer=trainer, meanwhile=lambda: waited.append(1))
     assert out is not None, "the precompile child failed"
     assert out["env"] == precompile.CHILD_ENV == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     assert {"init", "chunk", "eval"} <= set(out["seconds"])
+    assert waited == [1] and out["lower_s"] > 0 and out["load_s"] >= 0
+    made = []
+
+    def on(event, duration, fun_name="", **_):  # run_chunk's, or jit(run_chunk)'s
+        if event.startswith("/jax/core/compile/") and fun_name.removeprefix("jit(").rstrip(
+                ")") in ("run_chunk", "_eval_fn", "<lambda>"):
+            made.append((event, fun_name))
+
+    jax.monitoring.register_event_duration_secs_listener(on)
+    try:
+        states, _ = trainer.chunk(trainer.init(), 0)
+        jax.block_until_ready(trainer.evaluate(states.agent.params, 0))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on)
+    assert made == []  # no tracing, lowering or compiling of the run's programs here
 
 
 def test_malloc_trim_is_harmless():

@@ -180,6 +180,7 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
     default, changes nothing. dreamerjax.cli_settings() gives the command line's.
     """
     settings = settings or Settings()
+    timeline = host_time.Timeline(settings.marks)  # run_dir/timing.json
     with guarded(out, resume):  # the run directory's lock, failed writes, NaNs
         seeds = tuple(int(s) for s in seeds)
         callbacks = as_callbacks(callbacks)  # a plain function is a stateless Callback
@@ -205,6 +206,7 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
                                         and not sys.stderr.isatty())
         with outputs.closed_on_error(loggers), heartbeat:
             precompile_lib.enable_compile_cache(settings.compile_cache)
+            timeline.mark("compile_start")
             if progress and primary:  # at once, before the compile's minutes
                 resumed = _resumed_from(out) if resume else None
                 print(status.start_line(setup.run, seeds, out, resumed), file=sys.stderr,
@@ -213,19 +215,22 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
             # The compile peak in a child. Not on a TPU, where no child can open the chip:
             # compiled at once in this process, the programs were compiled a second time at
             # the trainer's first calls (precompile.in_process).
+            trainer = make_trainer(plan)
             if settings.precompile and settings.compile_cache and \
                     not precompile_lib.in_process():
                 heartbeat.say("compiling the run's programs in a child process")
-                precompile_lib.precompile(plan, report=report and config.run.report_every > 0)
-            run = Run(config, seeds, out, make_trainer(plan), (*callbacks, *loggers),
-                      primary=primary)
+                # the trainer's programs lowered here meanwhile, then loaded from the cache
+                precompile_lib.precompile(plan, report=report and config.run.report_every > 0,
+                                          trainer=trainer, meanwhile=_import_later_modules)
+            timeline.mark("programs_ready")  # compiled, or compiled at their first calls
+            run = Run(config, seeds, out, trainer, (*callbacks, *loggers), primary=primary)
             # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
             os.makedirs(os.path.realpath(out), exist_ok=True)
             loop = _Loop(progress, stop_after_rows, tensorboard and outputs.tensorboard(config),
                          report, settings.stop or StopRequest(), settings.malloc_trim,
                          host_time.Phases(),
                          tuple(loggers), target_return, heartbeat,
-                         videos.LogVideos(plan, out, loggers, primary))
+                         videos.LogVideos(plan, out, loggers, primary), timeline)
             with precompile_lib.trimming(settings.malloc_trim), \
                     contextlib.closing(run.trainer), contextlib.closing(loop.videos), \
                     host_time.CompileClock() as clock:
@@ -235,12 +240,25 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
                     records.plot_run(out)
                 if progress and written:
                     print(host_time.tail_line(loop.phases.take()), file=sys.stderr)
+                timeline.mark("end")
+                timeline.write(out, written[::len(seeds)], clock.total)
         outputs.close(loggers, ok=True, run_dir=out)  # the curves go to them first
         ckpt.sync("dreamerjax_train_done")  # other processes wait for process 0's files
         from dreamerjax.run.policy import env_actions_of
 
         return TrainResult(written, params_by_seed(params, seeds), config, seeds, str(out),
                            setup.spaces, env_actions_of(config, setup))
+
+
+def _import_later_modules() -> None:
+    """What a run imports after its programs are ready (orbax for its checkpoints,
+    matplotlib for its report and plots), imported while a precompile child compiles,
+    when this process waits anyway, rather than in its first log interval and at its end."""
+    import orbax.checkpoint  # noqa: F401
+
+    from dreamerjax.viz import plots
+
+    plots.pyplot()
 
 
 def _resumed_from(out: str) -> tuple[int, dict] | None:
@@ -281,6 +299,7 @@ class _Loop:
     target_return: float | None = None  # stop once every seed's eval_mean reaches it
     heartbeat: host_time.Heartbeat | None = None  # a line now and then where no bar is
     videos: videos.LogVideos | None = None  # the evaluation videos of log points
+    timeline: host_time.Timeline | None = None  # run_dir/timing.json's moments
 
 
 
@@ -340,6 +359,9 @@ def _run(run: Run, resume: bool, loop: _Loop,
                 states, ends = run.trainer.chunk(states, log_index)
                 jax.block_until_ready((states.updates, ends))
             states, point = _at_log_point(run, states, ends, log_index, writer, t0, loop)
+            if loop.timeline is not None:
+                loop.timeline.mark("first_log_point", once=True)
+                loop.timeline.mark("last_log_point")
             written += point.records
             # the interval's updates over its time less what it spent compiling (the first
             # interval's chunk, evaluation and report programs)

@@ -27,10 +27,12 @@ record's.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 PHASES = ("chunk", "evaluate", "callbacks", "report", "write", "checkpoint")
 TAIL_PHASES = ("write", "checkpoint", "plots")  # what follows the last log point
@@ -83,12 +85,14 @@ class CompileClock:
 
     def __init__(self) -> None:
         self._seconds = 0.0
+        self.total = 0.0  # every second seen while entered, take() or not
         self._lock = threading.Lock()
 
     def _listener(self, event: str, duration: float, **_) -> None:
         if event.startswith(COMPILE_EVENTS) and event.endswith("_duration"):
             with self._lock:
                 self._seconds += duration
+                self.total += duration
 
     def __enter__(self) -> CompileClock:
         import jax
@@ -142,3 +146,75 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join()
 
+
+
+# ----------------------------------------------------------------------------- timing.json
+
+TIMING_FILE = "timing.json"
+# The moments a train() call marks, in their order (a Timeline's marks; `start`, `jax_ready`
+# and `plan` come from the caller where it knows them, as the command line does).
+MARKS = ("start", "jax_ready", "plan", "train", "compile_start", "programs_ready",
+         "first_log_point", "last_log_point", "end")
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux's /proc: its start in clock ticks since
+    boot against the boot clock, 10 ms steps), None where that is not known."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, field 22 of proc(5)
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+class Timeline:
+    """When a train() call reached each of its moments (MARKS; time.time()), written to
+    run_dir/timing.json at its end: where a run's wall time goes outside its log
+    intervals (start-up, compile, the end), which the records' host_s does not cover.
+
+    marks: (name, time.time()) of moments before train() was called (the command line's
+    `jax_ready`: JAX imported and its backend up; `plan`: the run's plan made). `start`
+    is the process's start where known (process_age), else train()'s call."""
+
+    def __init__(self, marks: Sequence[tuple[str, float]] = ()) -> None:
+        now = time.time()
+        age = process_age()
+        self.marks: dict[str, float] = {"start": now - age if age is not None else now}
+        self.marks.update(dict(marks))
+        self.marks["train"] = now
+
+    def mark(self, name: str, once: bool = False) -> None:
+        """Now is `name` (once: only the first time, e.g. the first log point)."""
+        if not (once and name in self.marks):
+            self.marks[name] = time.time()
+
+    def seconds(self) -> dict[str, float]:
+        """Each moment's seconds since `start`, in MARKS's order."""
+        t0 = self.marks["start"]
+        known = [m for m in MARKS if m in self.marks]
+        return {m: round(self.marks[m] - t0, 3) for m in known}
+
+    def write(self, out: str | os.PathLike, records: Sequence[Mapping] = (),
+              compile_s: float = 0.0) -> str:
+        """run_dir/timing.json: the moments (seconds since the process started, `start`'s
+        epoch as `started`) and the phases between them; records: this call's records of
+        one seed, whose host_s give the log intervals' chunk and evaluation seconds, of
+        which compile_s (CompileClock) were spent making programs."""
+        at = self.seconds()
+        chunk = sum(r.get("host_s", {}).get("chunk", 0.0) for r in records)
+        evaluate = sum(r.get("host_s", {}).get("evaluate", 0.0) for r in records)
+        phases = {"start_up": at.get("compile_start"),
+                  "compile": None if "programs_ready" not in at else round(
+                      at["programs_ready"] - at["compile_start"], 3),
+                  "compile_in_log_intervals": round(compile_s, 3),
+                  "chunks": round(chunk, 3), "evaluation": round(evaluate, 3),
+                  "end": None if "last_log_point" not in at else round(
+                      at["end"] - at["last_log_point"], 3)}
+        path = os.path.join(out, TIMING_FILE)
+        with open(path, "w") as f:
+            json.dump({"started": self.marks["start"], "seconds": at, "phases": phases}, f,
+                      indent=1)
+            f.write("\n")
+        return path

@@ -7,8 +7,11 @@ for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs
 that peak back, so driver.train (Settings(precompile=True)) first runs
 `python -m dreamerjax.run.precompile` in a child: the child builds the same trainer,
 lowers and compiles every jitted function of the run (init, chunk, evaluation, report)
-with the run's shapes and shardings into the persistent cache, and exits; the training
-process then finds each executable in the cache.
+with the run's shapes and shardings into the persistent cache, and exits. Meanwhile the
+training process lowers the same programs itself (its share of the work, which it would
+otherwise do at each program's first call) and imports what it needs later; once the
+child has exited it loads each executable from the cache, and the trainer's calls then
+trace, lower and compile nothing.
 
 Nothing it does can change a result: the parent runs the executables XLA compiled for
 the very same programs, and where anything differs (another flag, another jax config) the
@@ -39,7 +42,9 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 
 TRIM_AFTER_S = 0.5  # compiles (or cache loads) at least this long are followed by a trim
 
@@ -53,40 +58,57 @@ EXCLUSIVE_BACKENDS = ("tpu",)
 GPU_BACKENDS = ("gpu", "cuda", "rocm")
 
 
-def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
-    """Lower and compile every jitted function of a trainers.CompiledTrainer with the arguments
-    driver.train passes them (abstract: nothing is computed). The programs are lowered one
-    after another (tracing holds Python's lock) and compiled by `workers` threads at once:
-    XLA compiles outside that lock, so with cores to spare the run waits for its longest
-    compile (the chunk's) rather than for their sum. Returns seconds per name (each
-    compile's own)."""
+def _programs(trainer, report: bool = True) -> dict:
+    """The jitted functions of a trainers.CompiledTrainer with the arguments driver.train
+    passes them (abstract: nothing is computed), by name, the chunk (the longest compile)
+    first."""
     import jax
     import numpy as np
 
     keys = trainer._keys()
     states = trainer.abstract_state()
-    programs = {"init": (trainer._init, keys),
-                "chunk": (trainer._chunk, trainer.chunk_input(states), trainer.owed(0)),
+    programs = {"chunk": (trainer._chunk, trainer.chunk_input(states), trainer.owed(0)),
+                "init": (trainer._init, keys),
                 "eval": (trainer._eval, states.agent.params, keys, False)}
     if report:
         programs["report"] = (trainer._report, states, np.asarray(jax.random.PRNGKey(0)))
-    lowered = {name: fn.lower(*args) for name, (fn, *args) in programs.items()}
+    return programs
+
+
+def lower_programs(trainer, report: bool = True) -> dict:
+    """Every program of a trainers.CompiledTrainer lowered (traced and turned into XLA's
+    input), by name. JAX keeps what it lowered: the trainer's own calls with these shapes
+    and shardings trace and lower nothing again, and once a lowered program is compiled
+    (or loaded from the cache) they run that executable."""
+    return {name: fn.lower(*args) for name, (fn, *args) in _programs(trainer, report).items()}
+
+
+def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
+    """Lower and compile every jitted function of a trainers.CompiledTrainer with the arguments
+    driver.train passes them (abstract: nothing is computed). The programs are lowered one
+    after another (tracing holds Python's lock), the chunk first, and with `workers` > 1
+    each is compiled by a thread as soon as it is lowered: XLA compiles outside that lock,
+    so the chunk's compile (the longest) overlaps the others' tracing and compiles, and
+    with cores to spare the run waits for it rather than for the sum. Returns seconds per
+    name (each compile's own)."""
+    programs = _programs(trainer, report)
     secs = {}
 
-    def compile_one(name):
+    def compile_one(name, lowered):
         t = time.perf_counter()
-        lowered[name].compile()
+        lowered.compile()
         secs[name] = time.perf_counter() - t
 
     if workers > 1:
-        # The chunk first: the longest, so the others overlap it.
-        order = sorted(lowered, key=lambda name: name != "chunk")
-        with concurrent.futures.ThreadPoolExecutor(min(workers, len(order))) as pool:
-            list(pool.map(compile_one, order))
+        with concurrent.futures.ThreadPoolExecutor(min(workers, len(programs))) as pool:
+            futures = [pool.submit(compile_one, name, fn.lower(*args))
+                       for name, (fn, *args) in programs.items()]
+            for future in futures:
+                future.result()
     else:
-        for name in lowered:
-            compile_one(name)
-    return {name: secs[name] for name in lowered}
+        for name, (fn, *args) in programs.items():
+            compile_one(name, fn.lower(*args))
+    return {name: secs[name] for name in programs}
 
 
 def compile_workers() -> int:
@@ -146,7 +168,8 @@ def in_process() -> bool:
 
 
 def precompile(plan, report: bool = True, timeout: float | None = None,
-               here: bool | None = None) -> dict | None:
+               here: bool | None = None, trainer=None,
+               meanwhile: Callable[[], object] | None = None) -> dict | None:
     """Fill the persistent cache with the programs of a run's plan (run/plan.Plan): from
     a child process, or (here; default in_process()) in this process, the programs
     compiled by compile_workers() threads at once and the executables dropped (the
@@ -154,7 +177,15 @@ def precompile(plan, report: bool = True, timeout: float | None = None,
     the figures (seconds per function; from a child also its peak RSS and the CHILD_ENV
     variables as it received them; wall seconds), or None when skipped (no cache
     directory, several processes, host envs) or the compile failed (the run then compiles
-    as it goes)."""
+    as it goes).
+
+    trainer: the run's own trainers.CompiledTrainer of the plan, with a child: while the
+    child compiles, this process lowers the trainer's programs (lower_programs), and once
+    the child has stored them it loads them from the cache, so the trainer's calls trace,
+    lower and compile nothing (figures: `lower_s`, `load_s`). The executables are the
+    ones the child compiled for the very same programs; a lookup that misses compiles
+    here, as the first call would have. meanwhile: called after that lowering, while the
+    child compiles (the driver's imports of what the run needs later)."""
     import jax
 
     cache_dir = _cache_dir()
@@ -172,23 +203,53 @@ def precompile(plan, report: bool = True, timeout: float | None = None,
                   file=sys.stderr)
             return None
         return {"seconds": secs, "wall_s": time.perf_counter() - t, "in_process": True}
-    spec = child_spec(plan, report, cache_dir)
     t = time.perf_counter()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "dreamerjax.run.precompile"],
-                              input=json.dumps(spec), capture_output=True, text=True,
-                              env=child_env(dict(os.environ)), timeout=timeout,
-                              check=False)
-    except (OSError, subprocess.SubprocessError) as e:
-        print(f"dreamerjax: warning: precompile child failed ({e}); compiling here",
-              file=sys.stderr)
-        return None
-    if proc.returncode:
-        tail = " ".join(proc.stderr.strip().splitlines()[-3:])
-        print(f"dreamerjax: warning: precompile child exited {proc.returncode} ({tail}); "
-              "compiling here", file=sys.stderr)
-        return None
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Its output in files, read once it has exited: pipes left unread while this process
+    # lowers could fill and stall it.
+    with tempfile.TemporaryFile("w+") as output, tempfile.TemporaryFile("w+") as errors:
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "dreamerjax.run.precompile"],
+                                    stdin=subprocess.PIPE, stdout=output, stderr=errors,
+                                    text=True, env=child_env(dict(os.environ)))
+        except OSError as e:
+            print(f"dreamerjax: warning: precompile child failed ({e}); compiling here",
+                  file=sys.stderr)
+            return None
+        try:
+            proc.stdin.write(json.dumps(child_spec(plan, report, cache_dir)))
+            proc.stdin.close()
+            lowered, lower_s = None, 0.0
+            if trainer is not None:  # this process's tracing while the child compiles
+                lowered = lower_programs(trainer, report)
+                lower_s = time.perf_counter() - t
+            if meanwhile is not None:
+                meanwhile()
+            left = None if timeout is None else max(timeout - (time.perf_counter() - t), 1)
+            proc.wait(timeout=left)
+        except subprocess.TimeoutExpired as e:
+            proc.kill()
+            proc.wait()
+            print(f"dreamerjax: warning: precompile child failed ({e}); compiling here",
+                  file=sys.stderr)
+            return None
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.returncode:
+            errors.seek(0)
+            tail = " ".join(errors.read().strip().splitlines()[-3:])
+            print(f"dreamerjax: warning: precompile child exited {proc.returncode} "
+                  f"({tail}); compiling here", file=sys.stderr)
+            return None
+        output.seek(0)
+        stdout = output.read()
+    out = json.loads(stdout.strip().splitlines()[-1])
+    if lowered is not None:  # the child's executables, loaded from the cache
+        t_load = time.perf_counter()
+        for program in lowered.values():
+            program.compile()
+        out.update(lower_s=lower_s, load_s=time.perf_counter() - t_load)
     out["wall_s"] = time.perf_counter() - t
     return out
 

@@ -18,9 +18,12 @@ class Settings:
     (run/precompile.py; needs the cache), so this process never holds XLA's compile peak.
     malloc_trim: hand glibc's freed heap back after compiles and before each chunk. None
     of the three changes a number of the run. stop: a StopRequest that asks the run to
-    stop at its next safe point (the command line's SIGTERM / SIGINT handler holds one)."""
+    stop at its next safe point (the command line's SIGTERM / SIGINT handler holds one).
+    marks: (name, time.time()) of moments before the call that its run_dir/timing.json
+    lists (run/host_time.Timeline; the command line's `jax_ready` and `plan`)."""
 
     compile_cache: bool | str | os.PathLike | None = None
     precompile: bool = False
     malloc_trim: bool = False
     stop: StopRequest | None = None
+    marks: tuple[tuple[str, float], ...] = ()

@@ -101,12 +101,15 @@ def plan_of_args(args: TrainArgs):
 
 def train_command(args: TrainArgs) -> int:
     import json
+    import time
 
     if args.distributed:  # before the driver's imports start a JAX backend
         from dreamerjax.run import distributed
         distributed.start(args.coordinator, args.num_processes, args.process_id)
     require_backend()
+    marks = [("jax_ready", time.time())]  # the run's timing.json (run/host_time.Timeline)
     plan = plan_of_args(args)
+    marks.append(("plan", time.time()))
     out, resume = str(args.run_dir), args.resume is not None
     seeds = plan.seeds
     from dreamerjax.run import checkpoint, driver, guard
@@ -125,7 +128,7 @@ def train_command(args: TrainArgs) -> int:
     signals = _stop_on_signals(stop.request)
     try:
         settings = Settings(compile_cache=not args.no_compile_cache, stop=stop,
-                            **process_options(args))
+                            marks=tuple(marks), **process_options(args))
         recs = driver.train(plan, seeds, out, resume=resume, settings=settings,
                             target_return=args.target_return).records
     finally:

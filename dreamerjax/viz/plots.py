@@ -126,6 +126,16 @@ def _title(records: list[Mapping], env: str | None) -> str:
 OTHER_COLORS = ("tab:green", "tab:red", "tab:purple")
 
 
+def pyplot():
+    """matplotlib's pyplot on its Agg backend (the pictures are files; no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
                 env: str | None = None, name: str | None = None,
                 others: Iterable[tuple[str, Iterable[Mapping]]] = (),
@@ -136,10 +146,7 @@ def plot_curves(records: Iterable[Mapping], path: str | os.PathLike,
     reference's records (`dreamerjax summary --against`); `name` labels this run then.
     `statistic`: (log points, value, threshold or None) of `dreamerjax summary`, drawn on
     the evaluation panel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     records, others = list(records), [(n, list(r)) for n, r in others]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -182,10 +189,7 @@ def _statistic(ax, rows: tuple[int, ...], value: float, threshold: float | None)
 def plot_metrics(records: Iterable[Mapping], directory: str | os.PathLike,
                  env: str | None = None) -> list[Path]:
     """metrics_<group>.png for each group of METRIC_GROUPS with data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     records = list(records)
     written = []
