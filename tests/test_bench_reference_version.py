@@ -19,3 +19,9 @@ def test_a_version_set_is_accepted_and_benched():
     assert config.agent.reference == "e3f0224"
     assert config.agent != make_config(ENV, size="12m", check=False,
                                        sets=("jax.compute_dtype=bfloat16",)).agent
+
+
+def test_the_profiled_setup_takes_the_version_too():
+    from dreamerjax.tools.bench.programs import make_setup
+    setup = make_setup(False, ("reference=e3f0224",), size="1m")
+    assert setup.config.agent.reference == "e3f0224"

@@ -33,7 +33,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -81,12 +80,22 @@ def parse(argv=None):
     return args
 
 
+def platforms(platform: str) -> str:
+    """JAX_PLATFORMS for dreamerjax: the accelerator, and the CPU beside it (the bench
+    lowers a program for the CPU to count its FLOPs where the accelerator gives none)."""
+    return platform if platform == "cpu" else f"{platform},cpu"
+
+
 def timed(cmd: list[str], env: dict, log: str) -> dict:
-    """Run `cmd` to its exit, its output to `log`: wall seconds and exit code."""
+    """Run `cmd` to its exit, its output to `log`: wall seconds and exit code. The JSON
+    keeps the command with the interpreter as `python` and the log by its name, so no
+    machine's paths are written."""
     t0 = time.time()
     with open(log, "w") as f:
         code = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    return {"wall_s": time.time() - t0, "exit": code, "cmd": cmd, "log": log}
+    shown = ["python", *(os.path.basename(c) if os.path.isabs(c) else c for c in cmd[1:])]
+    return {"wall_s": time.time() - t0, "exit": code, "cmd": shown,
+            "log": os.path.basename(log), "_log_path": log}
 
 
 def last_interval(points: list[dict], seconds) -> dict:
@@ -133,7 +142,7 @@ def dreamerjax_arm(args, size: str, dtype: str, run_dir: str, log: str) -> dict:
     cmd += ["--tiny"] if args.tiny else ["--size", size]
     cache = run_dir + "_xdg_cache"  # empty: the compile is counted, as on a first run
     os.makedirs(cache, exist_ok=True)
-    env = {**os.environ, "XDG_CACHE_HOME": cache, "JAX_PLATFORMS": args.platform}
+    env = {**os.environ, "XDG_CACHE_HOME": cache, "JAX_PLATFORMS": platforms(args.platform)}
     out = timed(cmd, env, log)
     if out["exit"] == 0:
         with open(os.path.join(run_dir, "records.jsonl")) as f:
@@ -150,11 +159,12 @@ def vmap_arm(args, size: str, dtype: str, jsonl: str, log: str) -> dict:
            size, "--dtypes", dtype, "--seeds",
            *map(str, args.vmap_seeds), "--set", f"reference={VERSION}", "--out", jsonl]
     cmd += ["--tiny"] if args.tiny else []
-    out = timed(cmd, {**os.environ, "JAX_PLATFORMS": args.platform}, log)
+    out = timed(cmd, {**os.environ, "JAX_PLATFORMS": platforms(args.platform)}, log)
     points = {}
     if os.path.exists(jsonl):
         for line in open(jsonl):
             r = json.loads(line)
+            out["device_kind"] = r.get("device_kind", out.get("device_kind"))
             if r.get("status") == "ok":
                 points[str(r["seeds"])] = {
                     "ms_per_update_per_seed": 1e3 * r["seconds_per_update_per_seed"]["median"],
@@ -162,6 +172,12 @@ def vmap_arm(args, size: str, dtype: str, jsonl: str, log: str) -> dict:
                     "compile_s": r["compile_seconds"]["total"]}
     out["points"] = points
     return out
+
+
+def device_kind(runs: dict) -> str | None:
+    """The accelerator as JAX names it (the bench's lines record it, failed ones too)."""
+    return next((run["device_kind"] for run in runs.values() if run.get("device_kind")),
+                None)
 
 
 def row_of(setting: str, runs: dict) -> dict:
@@ -177,8 +193,7 @@ def row_of(setting: str, runs: dict) -> dict:
     row = {"setting": setting, "reference_ms_per_update": ms(ref),
            "dreamerjax_ms_per_update": ms(dj), "reference_whole_s": whole(ref),
            "dreamerjax_whole_s": whole(dj),
-           "device_kind": next((p["device_kind"] for p in vm.get("points", {}).values()),
-                               runs.get("device_kind"))}
+           "device_kind": device_kind(runs)}
     for n, p in vm.get("points", {}).items():
         row[f"dreamerjax_ms_per_update_per_seed_vmap{n}"] = p["ms_per_update_per_seed"]
     if row["reference_ms_per_update"] and row["dreamerjax_ms_per_update"]:
@@ -208,10 +223,11 @@ def main(argv=None) -> int:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d")
         path = os.path.join(args.out, f"side_by_side_chip_{stamp}.json")
         result = {"what": __doc__.split("\n\n")[0], "runs": {}, "commands": []}
-    result["commands"].append({"argv": sys.argv, "commit": git_commit(),
+    argv = [os.path.basename(a) if os.path.isabs(a) else a for a in sys.argv[1:]]
+    result["commands"].append({"argv": ["chip.py", *argv], "commit": git_commit(),
                                "date": datetime.datetime.now(
                                    datetime.UTC).isoformat(timespec="seconds"),
-                               "host": platform.node(), "cpus": os.cpu_count()})
+                               "cpus": os.cpu_count()})
     settings = {"rows": args.rows, "eval_every": args.eval_every, "envs": ENVS,
                 "eval_episodes": args.eval_episodes, "train_ratio": TRAIN_RATIO,
                 "seeds": 1, "version": VERSION, "tiny": args.tiny,
@@ -238,8 +254,9 @@ def main(argv=None) -> int:
             print(f"[chip] {key}: exit {run['exit']}, {run['wall_s']:.1f} s "
                   f"{(run.get('last_interval') or {}).get('ms_per_update') or ''}", flush=True)
             if run["exit"] != 0:
-                with open(run["log"]) as f:
+                with open(run["_log_path"]) as f:
                     print("".join(f.readlines()[-30:]), flush=True)
+            run.pop("_log_path")
             result["runs"][key] = run
             result["rows"] = [row_of(s, result["runs"]) for s in SETTINGS
                               if any(k.startswith(s + "/") for k in result["runs"])]

@@ -27,8 +27,8 @@ def make_setup(tiny: bool, sets: tuple[str, ...] = (), size: str = SIZE):
     from dreamerjax.config.resolve import make_config
     from dreamerjax.run import loop as loop
     from dreamerjax.run import setup as setup_lib
-    config = make_config(ENV, size=size, tiny=tiny)
-    if sets:
+    config = make_config(ENV, size=size, tiny=tiny, sets=sets, check=False)
+    if sets:  # over the bench's own values, as point_config applies them
         config = config_resolve.with_sets(config, sets)
     if config.run.replay_memory != "device":  # its states are made on the device
         raise ValueError("run.replay_memory: `dreamerjax bench` times the update on a device "
