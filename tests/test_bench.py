@@ -24,9 +24,11 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench"
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    """The bench without --out, run from an empty folder: stdout only."""
+    """The bench without --out, run from an empty folder: stdout only (with its compile
+    children, which --tiny alone leaves out)."""
     cwd = tmp_path_factory.mktemp("cwd")
-    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=3, warmup=1)
+    args = types.SimpleNamespace(json=True, tiny=True, seeds=(1,), updates=3, warmup=1,
+                                 compile="children")
     capture = pytest.MonkeyPatch()
     lines = []
     capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
@@ -84,6 +86,21 @@ def test_nothing_written_without_out_and_the_result_written_where_named(smoke, t
     md = Path(paths[1]).read_text()
     assert "| s / update / seed, 1 seed |" in md
     assert "dreamerjax bench --json --tiny" in md
+
+
+def test_tiny_is_a_smoke_check_of_one_compile():
+    """--tiny alone (the bench's smoke check) times one seed count whose programs compile
+    once, in this process; the full bench keeps its seed counts and, on a CPU, its cold
+    and warm compile children; --seeds and --compile still choose."""
+    cpu = jax.default_backend() == "cpu"
+    tiny, full = bench.Options(tiny=True), bench.Options()
+    assert (bench.seed_counts(tiny), bench.compile_mode(tiny)) == ([1], "in-process")
+    assert (bench.seed_counts(full), bench.compile_mode(full)) == (
+        [1, 3], "children" if cpu else "in-process")
+    chosen = bench.Options(tiny=True, seeds=(2, 2, 4), compile="children")
+    assert bench.seed_counts(chosen) == [2, 4]
+    if cpu:
+        assert bench.compile_mode(chosen) == "children"
 
 
 def test_out_folder_table_has_one_column_per_result(tmp_path):

@@ -483,7 +483,8 @@ class BenchArgs:
     json: bool = False
     """Print one JSON object instead of a table."""
     seeds: Annotated[tuple[int, ...] | None, tyro.conf.arg(
-        metavar="INT [INT ...]", help_behavior_hint="(default: 1 3; with --sweep: 1 4 16)")] \
+        metavar="INT [INT ...]",
+        help_behavior_hint="(default: 1 3; with --tiny: 1; with --sweep: 1 4 16)")] \
         = None
     """Numbers of seeds to time in one run (seeds 0 ... n - 1: vmapped on accelerators, one
     host thread per seed on a CPU, as `train` runs them), e.g. --seeds 1 3."""
@@ -495,13 +496,15 @@ class BenchArgs:
     """Set a config key of the benched update by its dotted name, e.g. --set
     jax.compute_dtype=bfloat16 (repeatable; with --env it applies to both runs)."""
     tiny: bool = False
-    """Bench the tiny network instead of 1m (a smoke check of the bench itself)."""
+    """Bench the tiny network instead of 1m: a smoke check of the bench itself (one seed
+    count, its programs compiled once in this process unless --seeds or --compile say
+    otherwise)."""
     size: str = DEFAULT_SIZE
     """Model size preset of the benched config (config.SIZES)."""
     compile: Literal["auto", "in-process", "children"] = "auto"
     """Where compile time is measured: in-process (this process, no persistent cache), or
     children (also cold and warm figures from two fresh processes and a persistent cache;
-    a CPU only). auto: children on a CPU, in-process on accelerators."""
+    a CPU only). auto: children on a CPU, in-process on accelerators and with --tiny."""
     sweep: bool = False
     """Time every point of --sizes x --dtypes x --seeds in this process, one JSON line per
     point as it finishes (also appended to --out FILE.jsonl; run again to go on)."""

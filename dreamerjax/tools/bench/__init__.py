@@ -12,10 +12,11 @@ What is timed (measure_point), for each number of seeds of --seeds:
   chunk is one log interval of --stretch ticks (the chunk's scan length; its program is
   otherwise the run's).
 - compile: the trainer's chunk and init lowered and compiled ahead of their first call
-  (trace, lower, compile), in this process (--compile in-process, the default off a CPU)
-  or, on a CPU by default (--compile children), also in a fresh process against an
-  empty persistent cache (cold) and in a second one against the cache the first filled
-  (warm), so no in-memory cache counts.
+  (trace, lower, compile), in this process (--compile in-process, the default off a CPU
+  and with --tiny) or, on a CPU by default (--compile children), also in a fresh process
+  against an empty persistent cache (cold) and in a second one against the cache the
+  first filled (warm), so no in-memory cache counts. --tiny is the bench's smoke check:
+  one seed count (--seeds 1) whose programs compile once, in this process.
 - seconds per update: the chunks past the replay's gate and --warmup, each timed to
   block_until_ready, divided by the updates it owed (its ticks' acting included: a tick
   acts once and trains 8 times); the median over the timed chunks (3 at least). Per
@@ -93,6 +94,7 @@ from dreamerjax.tools.bench.options import (
     SIZE,
     SWEEP_SEEDS,
     SWEEP_SIZES,
+    TINY_SEEDS,
     Options,
     _argv,
     _env_argv,
@@ -149,6 +151,7 @@ from dreamerjax.tools.bench.update import (
     _strip,
     compile_mode,
     run_bench,
+    seed_counts,
 )
 from dreamerjax.tools.bench.whole_run import (
     _Run,
@@ -174,6 +177,7 @@ __all__ = [
     "SIZE",
     "SWEEP_SEEDS",
     "SWEEP_SIZES",
+    "TINY_SEEDS",
     "_Run",
     "_argv",
     "_config_of",
@@ -192,6 +196,7 @@ __all__ = [
     "abstract_states",
     "analytic_flops",
     "compile_mode",
+    "seed_counts",
     "compile_trainer_chunk",
     "compile_update",
     "compile_worker",

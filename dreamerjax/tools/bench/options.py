@@ -10,6 +10,9 @@ SIZE = "1m"
 REPORT_DIMS = 1345  # Craftax-Symbolic's observation width (the report bench)
 MATMUL_N = 2048
 DEFAULT_SEEDS = (1, 3)  # numbers of seeds in one program, the update bench's
+# --tiny's: the bench's smoke check (its figures, each once), so one seed count whose
+# programs compile once, in the bench's own process (update.compile_mode, seed_counts)
+TINY_SEEDS = (1,)
 SWEEP_SIZES = ("1m", "12m", "50m", "200m")
 SWEEP_SEEDS = (1, 4, 16)
 DTYPES = ("float32", "bfloat16")
@@ -22,7 +25,8 @@ FILL_TICKS = 100
 @dataclasses.dataclass(frozen=True)
 class Options:
     json: bool = False
-    seeds: tuple[int, ...] | None = None  # None: DEFAULT_SEEDS, with --sweep SWEEP_SEEDS
+    seeds: tuple[int, ...] | None = None  # None: DEFAULT_SEEDS (--tiny: TINY_SEEDS),
+    # with --sweep SWEEP_SEEDS
     updates: int = 50  # timed updates at least (3 timed chunks at least)
     warmup: int = 3  # untimed updates after the gate chunk at least
     tiny: bool = False

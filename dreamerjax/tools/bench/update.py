@@ -6,22 +6,38 @@ from __future__ import annotations
 import tempfile
 
 from dreamerjax.tools.bench.flops import analytic_flops, update_flops, with_flops
-from dreamerjax.tools.bench.options import DEFAULT_SEEDS, ENV, MATMUL_N, REPORT_DIMS, Options, _argv
+from dreamerjax.tools.bench.options import (
+    DEFAULT_SEEDS,
+    ENV,
+    MATMUL_N,
+    REPORT_DIMS,
+    TINY_SEEDS,
+    Options,
+    _argv,
+)
 from dreamerjax.tools.bench.programs import _run_worker, measure_point, use_cache
 from dreamerjax.tools.bench.timing import _now, _rss_mib, machine, matmul_peak, report_seconds
+
+
+def seed_counts(opts: Options) -> list[int]:
+    """--seeds resolved: the numbers of seeds timed, each once (DEFAULT_SEEDS; --tiny, the
+    bench's smoke check: TINY_SEEDS)."""
+    return list(dict.fromkeys(opts.seeds or (TINY_SEEDS if opts.tiny else DEFAULT_SEEDS)))
 
 
 def compile_mode(opts: Options) -> str:
     """--compile resolved: children (cold and warm figures from fresh processes) on a CPU,
     in-process elsewhere (a TPU opens in one process at a time; an accelerator's compile
-    children cost minutes each)."""
+    children cost minutes each) and for --tiny, the bench's smoke check: its programs
+    compile once, here, where children compile them twice more (most of its minutes on a
+    2-core CPU)."""
     import jax
     backend = jax.default_backend()
     if opts.compile == "children" and backend in ("tpu",):
         raise ValueError("--compile children: a TPU opens in one process at a time; use "
                          "--compile in-process (the default off a CPU)")
     if opts.compile == "auto":
-        return "children" if backend == "cpu" else "in-process"
+        return "children" if backend == "cpu" and not opts.tiny else "in-process"
     return opts.compile
 
 
@@ -37,7 +53,7 @@ def _config_of(setup, opts: Options, layout_ticks: int) -> dict:
 
 def run_bench(opts: Options) -> dict:
     """Every figure of one bench run (see the module docstring)."""
-    counts = list(dict.fromkeys(opts.seeds or DEFAULT_SEEDS))
+    counts = seed_counts(opts)
     mode = compile_mode(opts)
     out: dict = {}
     if mode == "children":
