@@ -79,6 +79,26 @@ def run_once(src: str | None, flags: list[str], workdir: Path) -> dict:
     return result
 
 
+MOMENTS = ("jax_ready", "plan", "compile_started", "programs_ready", "first_log_point",
+           "last_log_point", "end", "exit")
+
+
+def by_src(runs: list[dict]) -> dict:
+    """Each source's median seconds to each moment over its runs (and the runs' count)."""
+    import statistics
+
+    out = {}
+    for src in dict.fromkeys(r["src"] for r in runs):
+        mine = [r for r in runs if r["src"] == src]
+        row = {"runs": len(mine)}
+        for name in MOMENTS:
+            values = [r[name] for r in mine if r.get(name) is not None]
+            if values:
+                row[name] = round(statistics.median(values), 2)
+        out[str(src)] = row
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--src", nargs="*", default=[None],
@@ -101,6 +121,7 @@ def main() -> int:
     first = [r["records"] for r in runs if r["src"] == runs[0]["src"]][0]
     summary = {"flags": flags, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
                "records_equal": all(r["records"] == first for r in runs),
+               "median_by_src": by_src(runs),
                "runs": [{k: v for k, v in r.items() if k != "records"} for r in runs]}
     text = json.dumps(summary, indent=1)
     print(text)

@@ -209,7 +209,7 @@ def test_fill_keeps_a_host_replay_in_host_memory(run, exported):
 # --- a run directory for its replay; damaged chunks and missing seed folders named --------
 
 
-def test_a_run_directory_is_taken_for_its_replay(run, tmp_path, capsys):
+def test_a_run_directory_is_taken_for_its_replay(run, exported, tmp_path, capsys):
     assert replay_dir.folders(run) == replay_dir.folders(run / "replay")
     assert main(["replay", "info", str(run)]) == 0
     by_run = capsys.readouterr().out
@@ -223,6 +223,10 @@ def test_a_run_directory_is_taken_for_its_replay(run, tmp_path, capsys):
     b = replay_dir.load_rows(run / "replay", 1, 8, *spec)
     assert a.folder == b.folder == run / "replay" / "seed_1"
     np.testing.assert_array_equal(a.rows["obs"]["vector"], b.rows["obs"]["vector"])
+    # export of RUN/replay: the run's, as export of RUN
+    assert main(["replay", "export", str(run / "replay"), str(tmp_path / "again")]) == 0
+    assert _tree_digest(tmp_path / "again") == _tree_digest(exported)
+    capsys.readouterr()
     # neither a replay nor a run's: the one line says where a replay is
     (tmp_path / "empty").mkdir()
     assert main(["replay", "info", str(tmp_path / "empty")]) == 2

@@ -35,10 +35,14 @@ def export(run_dir: str | os.PathLike, out: str | os.PathLike) -> list[str]:
     checkpoint's ring (a run that kept its replay only there): each env's rows the ring
     holds, from the first episode start among them (a ring that wrapped begins inside an
     episode), one stream per env, chunks of chunks.CHUNKSIZE rows, the latents with
-    replay_context as the reference stores them. Nothing in the run directory changes."""
+    replay_context as the reference stores them. run_dir may be RUN/replay, which stands
+    for RUN. Nothing in the run directory changes."""
     from dreamerjax.run import records
 
     run_dir, out = Path(run_dir), Path(out)
+    if run_dir.name == RUN_REPLAY and not (run_dir / records.CONFIG_FILE).exists() and (
+            run_dir.parent / records.CONFIG_FILE).exists():
+        run_dir = run_dir.parent  # RUN/replay given: the run it is the replay of
     config, seeds = records.read_run_config(run_dir)
     if out.resolve().is_relative_to(run_dir.resolve()):
         raise ValueError(f"{out}: inside the run directory {run_dir}; export writes "
