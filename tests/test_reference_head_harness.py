@@ -31,7 +31,7 @@ def test_settings_are_those_of_our_e3f0224_protocol_run():
     assert p["jax.compute_dtype"] == agent["compute_dtype"] == "float32"
     assert p["jax.platform"] == "cpu"
     # our 1m widths are the reference's size1m preset at e3f0224
-    assert head.SIZE == "size1m"
+    assert head.SIZES["1m"] == "size1m"
     assert (agent["rssm"]["deter"], agent["rssm"]["hidden"], agent["rssm"]["classes"],
             agent["actor"]["units"], agent["enc"]["depth"]) == (512, 64, 4, 64, 4)
 

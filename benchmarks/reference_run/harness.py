@@ -37,7 +37,7 @@ TINY_KEYS = ("dyn.rssm", r".*\.layers", r".*\.units", r".*\.depth", "(rewhead|cr
 
 VERSIONS = ("29eb964", "e3f0224")
 OPTIONS = ("seed", "env", "rows", "eval_every", "eval_episodes", "num_envs", "tiny", "set",
-           "checkout", "version", "size", "no_checkpoint")
+           "checkout", "version", "size", "no_checkpoint", "configs")
 CHECKPOINT = {"29eb964": "checkpoint.ckpt", "e3f0224": "ckpt/latest"}
 
 
@@ -55,6 +55,7 @@ def resolve_options(args) -> dict:
     saved.setdefault("version", "29eb964")  # run directories from before --version
     saved.setdefault("size", "1m")  # ... and before --size, --no-checkpoint
     saved.setdefault("no_checkpoint", False)
+    saved.setdefault("configs", [])  # ... and before --configs
     if not (out / CHECKPOINT[saved["version"]]).exists():
         raise SystemExit(f"{out}: no checkpoint yet (killed before the first record "
                          "point): remove the directory and start afresh")
@@ -267,8 +268,10 @@ class Harness:
     def __init__(self, opts: dict, out: Path, resume: bool) -> None:
         self.opts, self.out, self.resume = opts, out, resume
         self.setup()
+        from dmc_env import is_dmc
         from gymnax_ports import PORTS
-        self.port_cls = PORTS[opts["env"]]
+        # The port class; None for the reference's own DMC env (e3f0224: dmc_env.py).
+        self.port_cls = None if is_dmc(opts["env"]) else PORTS[opts["env"]]
         self.episodes: list[dict] = []
         self.last_episode = 0  # episodes before this index ended in an earlier interval
         self.points: list[dict] = []  # per record point: rows, updates, wall and eval time

@@ -22,6 +22,8 @@ from pathlib import Path
 # The harness's modules import each other by name, also when this file is run by its path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from dmc_env import parse_env  # noqa: E402
+from gymnax_ports import PORTS  # noqa: E402
 from harness import VERSIONS, Harness, resolve_options  # noqa: E402
 from run_reference_head import HeadHarness  # noqa: E402
 
@@ -34,7 +36,13 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true",
                    help="continue OUT from its checkpoint (options come from harness.json)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--env", default="pendulum", help="a port of gymnax_ports.PORTS")
+    p.add_argument("--env", default="pendulum",
+                   help="a port of gymnax_ports.PORTS, or dmc_<domain>_<task>: the "
+                        "reference's own DeepMind Control env (e3f0224 only; dmc_env.py)")
+    p.add_argument("--configs", nargs="+", default=[], metavar="NAME",
+                   help="named configs of the reference's configs.yaml applied after its "
+                        "defaults, as its main.py's --configs (e3f0224 only; e.g. "
+                        "dmc_proprio)")
     p.add_argument("--rows", type=int, default=20000, help="run.steps")
     p.add_argument("--eval-every", type=int, default=2000)
     p.add_argument("--eval-episodes", type=int, default=10)
@@ -55,8 +63,14 @@ def parse(argv=None) -> argparse.Namespace:
                    help="write no checkpoint at the record points (a timed run: the "
                         "harness's checkpoints are not the reference's; no --resume)")
     args = p.parse_args(argv)
-    if args.size != "1m" and args.version != "e3f0224" and not args.resume:
+    if args.resume:
+        return args
+    if args.size != "1m" and args.version != "e3f0224":
         p.error(f"--size {args.size}: 29eb964's harness has the protocol's 1m widths only")
+    suite, _ = parse_env(args.env, PORTS)
+    if args.version != "e3f0224" and (suite != "port" or args.configs):
+        p.error(f"--env {args.env} / --configs: the reference's own envs and named "
+                "configs need --version e3f0224")
     return args
 
 

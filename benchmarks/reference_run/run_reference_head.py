@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import dmc_env  # noqa: E402
 import harness as base  # noqa: E402
 
 VERSION = "e3f0224"
@@ -39,8 +40,20 @@ PROTOCOL = {
     "batch_size": 16, "batch_length": 64, "replay_context": 1,
     "logger.outputs": ["jsonl"],
 }
+# The part of PROTOCOL the harness's loop needs whatever the named configs (--configs)
+# set: the clocks its loop leaves out, the in-process envs it checkpoints, the logger's
+# outputs it reads back. The rest of PROTOCOL is the protocol run's settings, which a
+# named config may change (dmc_proprio: run.train_ratio 1024).
+LOOP_KEYS = ("run.debug", "run.log_every", "run.report_every", "run.save_every",
+             "logger.outputs")
 # --size: our preset names to the reference's named configs (configs.yaml @e3f0224).
 SIZES = {"1m": "size1m", "12m": "size12m", "25m": "size25m", "50m": "size50m"}
+
+
+def task_name(env: str) -> str:
+    """The config's `task`: the reference's own for a dmc_ env (its make_env reads it),
+    a label for a port."""
+    return env if dmc_env.is_dmc(env) else f"gymnax_{env}"
 
 
 def import_reference(checkout: str | None):
@@ -67,14 +80,23 @@ def reference_configs(ref_main) -> dict:
 
 
 def build_config(elements, ref_main, opts: dict, logdir: Path):
-    """defaults, the size's named config (size1m unless --size), the overrides, as
-    main.py:23-30 composes named configs and flags."""
+    """defaults, the protocol's overrides, the named configs of --configs in their order
+    (main.py:26-28), the size's named config (size1m unless --size), then what the loop
+    needs and the run's own keys, as main.py:23-30 composes named configs and flags.
+    Without --configs this is defaults, size, overrides: no size key is an override."""
     configs = reference_configs(ref_main)
     size = SIZES[opts.get("size") or "1m"]
-    config = elements.Config(configs["defaults"]).update(configs[size])
+    config = elements.Config(configs["defaults"]).update(PROTOCOL)
+    for name in opts.get("configs") or []:
+        if name not in configs:
+            raise SystemExit(f"--configs {name}: not a named config of the reference's "
+                             "configs.yaml")
+        config = config.update(configs[name])
+    config = config.update(configs[size])
     config = config.update({
-        **PROTOCOL, "seed": opts["seed"], "task": f"gymnax_{opts['env']}",
-        "logdir": str(logdir), "run.steps": opts["rows"], "run.envs": opts["num_envs"]})
+        **{k: PROTOCOL[k] for k in LOOP_KEYS}, "seed": opts["seed"],
+        "task": task_name(opts["env"]), "logdir": str(logdir), "run.steps": opts["rows"],
+        "run.envs": opts["num_envs"]})
     if opts["tiny"]:  # the network widths of the reference's `debug` config only
         config = config.update({"agent": configs["debug"]["agent"]})
     if opts["set"]:
@@ -163,6 +185,8 @@ class HeadHarness(base.Harness):
 
     def setup(self) -> None:
         opts, out = self.opts, self.out
+        if dmc_env.is_dmc(opts["env"]):
+            dmc_env.set_gl_backend()  # before anything imports dm_control
         self.elements, self.embodied, self.ref_main = import_reference(opts["checkout"])
         if self.resume:
             self.config = self.elements.Config.load(out / "config.yaml").update(
@@ -175,7 +199,24 @@ class HeadHarness(base.Harness):
         self.args = run_args(self.elements, self.config)
         check_schedule(self.args, opts)
 
-    # -- construction (dreamerv3/main.py:127-272 @e3f0224, the port for the env table) --
+    # -- construction (dreamerv3/main.py:127-272 @e3f0224; a port for the env table, or
+    # the reference's own make_env for a dmc_ task) --
+
+    def make_env(self, index: int, stream: int = 0, episodes=None):
+        """(the env the driver steps, the object whose save/load a checkpoint takes)."""
+        if self.port_cls is not None:
+            return super().make_env(index, stream, episodes)
+        seed = self.opts["seed"]
+        env = dmc_env.make_env(self.ref_main, self.config, index, (seed, stream, index),
+                               worker=index, episodes=episodes, run_seed=seed)
+        if not hasattr(self, "eval_limit"):
+            self.eval_limit = dmc_env.eval_limit(env, self.repeat())
+        return env, env
+
+    def repeat(self) -> int:
+        """The env's action repeat (config.env.<suite>.repeat, 1 if none), which
+        make_logger's multiplier is (main.py:155)."""
+        return int(self.config.env.get(self.config.task.split("_")[0], {}).get("repeat", 1))
 
     def make_agent(self):
         """main.py:127-149: the agent config the stock make_agent composes."""
@@ -199,7 +240,7 @@ class HeadHarness(base.Harness):
             elements.logger.JSONLOutput(logdir, "metrics.jsonl", parallel=False),
             elements.logger.JSONLOutput(logdir, "scores.jsonl", "episode/score",
                                         parallel=False),
-        ])
+        ], self.repeat())
 
     def build(self) -> None:
         import time
@@ -237,5 +278,6 @@ class HeadHarness(base.Harness):
         return retnorm(self.loop.agent)
 
     def evaluate(self):
+        limit = self.eval_limit if self.port_cls is None else self.port_cls.limit
         return evaluate(self.loop.agent, lambda i: self.make_env(i, base.EVAL_STREAM)[0],
-                        self.opts["eval_episodes"], self.opts["seed"], self.port_cls.limit)
+                        self.opts["eval_episodes"], self.opts["seed"], limit)

@@ -1,0 +1,141 @@
+"""The reference's own DeepMind Control env (`--env dmc_<domain>_<task>`, e3f0224 only).
+
+The env is embodied/envs/dmc.py @e3f0224 (`DMC`: dm_control's `suite.load`, `FromDM`, the
+action repeat, the `log/image` render), built and wrapped by the checkout's own
+`make_env(config, index)` (dreamerv3/main.py:212-258 @e3f0224) from the config's `task` and
+`env.dmc` entries, so the domain, task, repeat, size, camera, proprio and image settings
+are the reference's. The harness adds one outer layer, `EpisodeLog`, which passes every
+call through unchanged and only watches the rows:
+
+- the training episode log (episodes.jsonl) as the port envs write it (port_env.py): per
+  finished episode its worker, last row, steps, score and termination. The score is the
+  reference's `episode/score`: the float64 sum of the rows' rewards from the `is_first`
+  row to the `is_last` one, as train.py:31-51 @e3f0224 sums them with elements.Agg;
+- the state a resume needs: the reference env object itself, pickled (dm_control's
+  Physics pickles its MjData and model, mujoco/engine.py `__getstate__`), zlib-compressed
+  (a Control Suite model carries its textures: about 12 MB raw, under 1 MB compressed),
+  so a resumed env continues its episode from the same physics, task state and step
+  count, and the episode's running score.
+
+What the harness sets on the env: the dm_control task's generator, a
+`numpy.random.RandomState` seeded from SeedSequence (run seed, stream, env index) as
+`suite.load(..., task_kwargs={'random': seed})` would seed it (the reference leaves it to
+dm_control's default, fresh OS entropy), so the evaluation envs start from the same states
+at every evaluation; and MUJOCO_GL=egl when unset, before dm_control is imported, as the
+reference's Dockerfile:32 @e3f0224 does (DMC.__init__ sets it too, but only after its
+module has imported dm_control, whose backend is chosen at import).
+
+Importing this module needs nothing of the reference; the functions that build envs
+import it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import zlib
+
+SUITE = "dmc"
+
+
+def parse_env(name: str, ports) -> tuple[str, str]:
+    """`--env` as (suite, task): ('port', name) for a port of `ports`, ('dmc',
+    '<domain>_<task>') for `dmc_<domain>_<task>`. Anything else is refused in one line
+    that names --env."""
+    if name in ports:
+        return "port", name
+    suite, _, task = name.partition("_")
+    domain, _, rest = task.partition("_")
+    if suite == SUITE and domain and rest:
+        return SUITE, task
+    raise SystemExit(f"--env {name}: neither a port ({', '.join(sorted(ports))}) nor "
+                     "dmc_<domain>_<task> (the reference's DeepMind Control env)")
+
+
+def is_dmc(name: str) -> bool:
+    return name.startswith(SUITE + "_")
+
+
+def set_gl_backend() -> None:
+    """MUJOCO_GL=egl unless set (Dockerfile:32 @e3f0224): a machine without a display
+    renders headless. Must run before dm_control is imported."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def task_generator(entropy):
+    """A RandomState for the dm_control task from a SeedSequence entropy tuple."""
+    import numpy as np
+    seed = np.random.SeedSequence(entropy).generate_state(1)[0]
+    return np.random.RandomState(int(seed))
+
+
+class EpisodeLog:
+    """The reference's wrapped env (its make_env's result) with the episode log and the
+    state for checkpoints. Passes actions and observations through unchanged."""
+
+    def __init__(self, env, worker: int = 0, episodes: list | None = None,
+                 run_seed: int = 0) -> None:
+        self.env = env
+        self._worker, self._episodes, self._run_seed = worker, episodes, run_seed
+        self._row = 0
+        self._score = 0.0
+        self._length = 0
+
+    @property
+    def obs_space(self):
+        return self.env.obs_space
+
+    @property
+    def act_space(self):
+        return self.env.act_space
+
+    def step(self, action):
+        obs = self.env.step(action)
+        if obs["is_first"]:
+            self._score, self._length = 0.0, 0
+        else:
+            self._length += 1
+        self._score += float(obs["reward"])  # 0 on the first row (FromDM)
+        if obs["is_last"] and self._episodes is not None:
+            self._episodes.append({
+                "seed": self._run_seed, "worker": self._worker, "row_last": self._row,
+                "length": self._length, "score": self._score,
+                "terminal": bool(obs["is_terminal"])})
+        self._row += 1
+        return obs
+
+    def save(self) -> dict:
+        return {"env": zlib.compress(pickle.dumps(self.env, pickle.HIGHEST_PROTOCOL), 1),
+                "row": self._row, "score": self._score, "length": self._length}
+
+    def load(self, state: dict) -> None:
+        """Put the saved env object in place of this one's (the driver holds this
+        wrapper, so it steps the restored env from now on)."""
+        old, self.env = self.env, pickle.loads(zlib.decompress(state["env"]))
+        old.close()
+        self._row, self._score, self._length = state["row"], state["score"], state["length"]
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_env(ref_main, config, index: int, entropy, worker: int = 0,
+             episodes: list | None = None, run_seed: int = 0) -> EpisodeLog:
+    """The checkout's make_env(config, index) (its DMC for a `dmc_` task, wrapped by its
+    wrap_env), its task generator seeded from `entropy`, under an EpisodeLog."""
+    set_gl_backend()
+    env = ref_main.make_env(config, index)
+    task = env._dmenv.task  # embodied's Wrapper forwards the name to DMC (dmc.py:41)
+    task._random = task_generator(entropy)
+    return EpisodeLog(env, worker, episodes, run_seed)
+
+
+def eval_limit(env, repeat: int) -> int:
+    """The most policy steps an episode of this env takes: dm_control's step limit
+    (time limit over control timestep, rl/control.py) over the action repeat."""
+    limit = env.env._dmenv._step_limit
+    if not math.isfinite(limit):
+        raise SystemExit("the dm_control task has no time limit: an evaluation "
+                         "episode would not end")
+    return math.ceil(limit / max(1, repeat))
