@@ -336,3 +336,45 @@ def test_image_geometry_flags_reach_the_config(capsys):
     for net in ("enc", "dec"):
         assert lines[f"{net}.simple.mults"][:2] == ["[1,", "2]"]
         assert lines[f"{net}.simple.minres"][:2] == ["5", "[--cnn-minres]"]
+
+
+# A process ended by cli.exit_now: what its threads, atexit handlers and buffered output
+# would have done at an interpreter's exit happens, then it exits with the code given.
+EXIT_NOW = """
+import atexit, threading, time
+from dreamerjax.tools import cli
+atexit.register(lambda: print("atexit handler ran"))
+thread = threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished")))
+thread.start()
+print("buffered", end="")
+cli.exit_now(3)
+print("never")
+"""
+
+
+def test_exit_now_joins_threads_runs_atexit_and_flushes():
+    proc = subprocess.run([sys.executable, "-c", EXIT_NOW], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.startswith("buffered")
+    assert "thread finished" in proc.stdout and "atexit handler ran" in proc.stdout
+    assert proc.stdout.index("thread finished") < proc.stdout.index("atexit handler ran")
+    assert "never" not in proc.stdout
+
+
+def test_the_executable_ends_with_exit_now():
+    """pyproject's `dreamerjax` script and `python -m dreamerjax.tools.cli` run console()
+    (main, then exit_now), with main's exit status."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["dreamerjax"] == "dreamerjax.tools.cli:console"
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "envs"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "gymnax" in proc.stdout  # printed, and flushed before the exit
+    proc = subprocess.run([sys.executable, "-m", "dreamerjax.tools.cli", "info", "--env",
+                           "CartPole-v1", "--set", "run.no_such_key=1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "no_such_key" in proc.stderr, proc.stderr

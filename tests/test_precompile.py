@@ -119,15 +119,24 @@ def test_malloc_trim_is_harmless():
 
 
 def test_seaborn_is_deferred_until_used():
-    """gymnax imports seaborn (and so scipy.stats, pandas) for Pong's render only:
-    envs/deferred.py loads it on the first attribute read, as the real module."""
+    """gymnax imports seaborn (and so scipy.stats, pandas) for Pong's render only, and
+    matplotlib.pyplot for Catch's: envs/deferred.py loads each on the first attribute
+    read, as the real module."""
     code = ("import sys\n"
             "from dreamerjax.envs.compiled import gymnax as g\n"
             "g.make('CartPole-v1')\n"
             "assert 'scipy' not in sys.modules and 'pandas' not in sys.modules\n"
+            "assert type(sys.modules['matplotlib.pyplot']).__name__ == '_Deferred'\n"
+            "assert 'matplotlib.font_manager' not in sys.modules\n"
             "import seaborn\n"
             "assert len(seaborn.color_palette('cubehelix', 3)) == 3\n"
-            "assert type(sys.modules['seaborn']).__name__ == 'module'\n")
+            "assert type(sys.modules['seaborn']).__name__ == 'module'\n"
+            "from dreamerjax.viz import plots\n"
+            "plt = plots.pyplot()\n"
+            "assert type(sys.modules['matplotlib.pyplot']).__name__ == 'module'\n"
+            "assert plt.get_backend().lower() == 'agg'\n"
+            "import gymnax.environments.bsuite.catch as catch\n"
+            "assert catch.plt.figure is plt.figure\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=300)
 
 

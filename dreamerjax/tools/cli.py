@@ -532,5 +532,36 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
+def console() -> None:
+    """The `dreamerjax` executable (and `python -m dreamerjax.tools.cli`): main(), then
+    the process ends as soon as its work is done (exit_now). main() itself returns, for
+    callers in a process of their own."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code` as an interpreter's exit would, less its finalization:
+    the threads that are not daemons joined, the atexit handlers run (the loggers'
+    flush, jax.distributed's shutdown, ...) and stdout and stderr flushed, then os._exit.
+    The finalization it skips frees each module's objects one by one, JAX's backend and
+    its buffers among them: after a training run about 1 to 3 s on a CPU that the system
+    does at once when the process ends (docs/performance.md, "Start-up, compile and the
+    end of a run"). Every file of a run is closed by then (each is written in a `with`)."""
+    import atexit
+    import os
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to say there
+            pass
+    os._exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dreamerjax.envs import deferred
 
 deferred.defer("seaborn")  # imported by gymnax's pong for its render only (~90 MiB)
+deferred.defer("matplotlib.pyplot")  # by gymnax's bsuite catch, for its render (~0.5 s)
 
 import gymnax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
