@@ -10,13 +10,21 @@
 #   TASK=playground_CartpoleSwingup ... bash benchmarks/dmc_curve.sh runs/dmc_swingup OUT
 #   SMOKE=1 ROWS=96 bash benchmarks/dmc_curve.sh RUN OUT   # tiny, on a CPU
 #
-# Knobs (environment): TASK (playground_CartpoleBalance; dmc_cartpole_balance is
-# dm_control's own, through the host path), SIZE (1m; the preset's is 12m), SEEDS
-# ("0 1 2"), ROWS (51200: 102,400 env frames at action repeat 2), EVAL_EVERY (2560),
-# EVAL_EPISODES (5), CHECKPOINT_EVERY (2 log points), LIMIT (s of this call's training;
-# 0: no limit), SCORES (the reference's scores/dmc_proprio-dreamerv3.json.gz, read, never
-# copied; docs/performance.md says where it comes from), PYTHON (python3), SMOKE (1: the
-# tiny network, 2 envs, short episodes; a check that it runs).
+#   TASK=dmc_walker_walk SIZE=12m DTYPE=bfloat16 LIMIT=540 bash benchmarks/dmc_curve.sh RUN OUT
+#
+# Knobs (environment): TASK (playground_CartpoleBalance; dmc_cartpole_balance,
+# dmc_walker_walk, ... are dm_control's own, through the host path), SIZE (1m; the preset's
+# is 12m), DTYPE (jax.compute_dtype; unset: dreamerjax's float32, the reference's runs used
+# bfloat16), REFERENCE (--reference: 29eb964 unless set; its dmc_proprio trains at ratio
+# 512, e3f0224's at 1024), EXTRA (more `train` flags for a new run, split at spaces, e.g.
+# "--driver-parallel"), SEEDS ("0 1 2"), ROWS (51200: 102,400 env frames at action repeat
+# 2), EVAL_EVERY (2560), EVAL_EPISODES (5), CHECKPOINT_EVERY (2 log points), LIMIT (s of
+# this call's training; 0: no limit), SCORES (the reference's
+# scores/dmc_proprio-dreamerv3.json.gz, read, never copied; docs/performance.md says where
+# it comes from), PYTHON (python3), SMOKE (1: the tiny network, 2 envs, short episodes; a
+# check that it runs), MUJOCO_GL (disable: the preset renders nothing, and a machine
+# without OpenGL libraries cannot import dm_control with egl).
+# SIZE, DTYPE, REFERENCE and EXTRA shape a new run; a resumed run keeps its settings.
 #
 # Exit status: 0 when RUN_DIR has reached ROWS, 3 when it stopped before (call again), else
 # the run's. OUT gets config.json, records.jsonl.gz, episodes.jsonl.gz and, with SCORES,
@@ -37,6 +45,9 @@ else
     args+=(--env "$TASK" --configs dmc_proprio --seeds "${seeds[@]}" --out "$RUN"
            --eval-every "${EVAL_EVERY:-2560}" --eval-episodes "${EVAL_EPISODES:-5}"
            --checkpoint-every "${CHECKPOINT_EVERY:-2}" --report-every 0)
+    [ -n "${DTYPE:-}" ] && args+=(--set "jax.compute_dtype=$DTYPE")
+    [ -n "${REFERENCE:-}" ] && args+=(--reference "$REFERENCE")
+    if [ -n "${EXTRA:-}" ]; then read -r -a extra <<< "$EXTRA"; args+=("${extra[@]}"); fi
     if [ "${SMOKE:-0}" = 1 ]; then
         args+=(--tiny --num-envs 2 --set wrapper.length=40 --set batch_size=4
                --set batch_length=17 --set run.train_ratio=32)
@@ -44,6 +55,7 @@ else
         args+=(--size "${SIZE:-1m}")
     fi
 fi
+export MUJOCO_GL=${MUJOCO_GL:-disable}
 limit=()
 (( LIMIT > 0 )) && limit=(timeout --kill-after=15 "$LIMIT")  # SIGTERM: stop at a log point
 "${limit[@]}" "$PY" -m dreamerjax.tools.cli train "${args[@]}"

@@ -62,3 +62,31 @@ def test_a_call_cut_by_its_limit_asks_for_another(tmp_path):
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "at 0 of 96 rows (train exited 124)" in proc.stdout
     assert not (out / "records.jsonl.gz").exists()
+
+
+@pytest.mark.slow
+def test_dm_controls_own_swingup_with_the_dtype_reference_and_extra_knobs(tmp_path):
+    """TASK=dmc_cartpole_swingup: dm_control's own task through the host path, its
+    workers in processes (EXTRA=--driver-parallel), bfloat16 compute and the reference
+    version named, as the accelerator runs set them; MUJOCO_GL left unset, so the script's
+    `disable` applies (the preset renders nothing)."""
+    if importlib.util.find_spec("dm_control") is None:
+        pytest.skip("dm_control not installed")
+    run, out = tmp_path / "run", tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), str(run), str(out)], capture_output=True, text=True,
+        check=False, timeout=900,
+        env=env | {"PYTHON": sys.executable, "PYTHONPATH": str(ROOT), "SMOKE": "1",
+                   "SEEDS": "0", "ROWS": "48", "EVAL_EVERY": "48", "EVAL_EPISODES": "1",
+                   "TASK": "dmc_cartpole_swingup", "DTYPE": "bfloat16",
+                   "REFERENCE": "29eb964", "EXTRA": "--driver-parallel",
+                   "XLA_FLAGS": QUICK_CODEGEN, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "at 48 of 48 rows" in proc.stdout
+    assert _rows(out / "records.jsonl.gz") == [48]
+    config = json.loads((out / "config.json").read_text())
+    assert config["run"]["env"] == "dmc_cartpole_swingup"
+    assert config["run"]["driver_parallel"] is True
+    assert config["agent"]["compute_dtype"] == "bfloat16"
+    assert config["agent"]["reference"] == "29eb964"
