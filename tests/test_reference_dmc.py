@@ -74,6 +74,15 @@ def test_a_run_directory_from_before_configs_resumes_without_named_configs(tmp_p
     assert base.resolve_options(args)["configs"] == []
 
 
+def test_the_gl_backend_is_egl_unless_set_and_never_off():
+    environ = {}
+    assert dmc.set_gl_backend(environ) == "egl" and environ == {"MUJOCO_GL": "egl"}
+    assert dmc.set_gl_backend({"MUJOCO_GL": "osmesa"}) == "osmesa"
+    for off in ("disable", "OFF", "0"):
+        with pytest.raises(SystemExit, match=f"MUJOCO_GL={off}: .* set MUJOCO_GL=egl"):
+            dmc.set_gl_backend({"MUJOCO_GL": off})
+
+
 def test_task_generators_follow_their_seed_sequence():
     draw = lambda entropy: dmc.task_generator(entropy).uniform(size=4)  # noqa: E731
     np.testing.assert_array_equal(draw((0, 1, 2)), draw((0, 1, 2)))

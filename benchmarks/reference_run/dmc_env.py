@@ -57,10 +57,20 @@ def is_dmc(name: str) -> bool:
     return name.startswith(SUITE + "_")
 
 
-def set_gl_backend() -> None:
+# MUJOCO_GL's values that turn rendering off (dm_control's _render/constants.py).
+NO_RENDERER = ("off", "disable", "disabled", "false", "0")
+
+
+def set_gl_backend(environ=os.environ) -> str:
     """MUJOCO_GL=egl unless set (Dockerfile:32 @e3f0224): a machine without a display
-    renders headless. Must run before dm_control is imported."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
+    renders headless. Must run before dm_control is imported. A value that turns
+    rendering off is refused: the reference's DMC renders on every step."""
+    backend = environ.setdefault("MUJOCO_GL", "egl")
+    if backend.lower() in NO_RENDERER:
+        raise SystemExit(f"MUJOCO_GL={backend}: the reference's DMC renders an image on "
+                         "every step, also with images off (embodied/envs/dmc.py:71-72 "
+                         "@e3f0224); set MUJOCO_GL=egl (or osmesa)")
+    return backend
 
 
 def task_generator(entropy):
