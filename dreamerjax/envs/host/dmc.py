@@ -21,7 +21,9 @@ ActionRepeat / ExpandScalars wrappers at 29eb964), settings configs.yaml:84:
 
 Rendering needs OpenGL: MUJOCO_GL defaults to `egl` (as the reference, dmc.py:17-18),
 which on a machine without a GPU runs Mesa's software renderer (Debian: libegl1,
-libegl-mesa0, libopengl0, libgl1-mesa-dri); `MUJOCO_GL=osmesa` needs libosmesa6.
+libegl-mesa0, libopengl0, libgl1-mesa-dri); `MUJOCO_GL=osmesa` needs libosmesa6. Where
+egl cannot load and MUJOCO_GL was not set, an env without `image` goes on with no
+renderer (MUJOCO_GL=disable; import_suite).
 
 Not rendered when `image` is False: the reference then renders `log_image` for videos
 only (dmc.py:50-51), which this port does not record.
@@ -52,7 +54,6 @@ def _obs_name(key: str) -> str:
 class DMCEnv(HostEnv):
     def __init__(self, task: str, env_id: str | None = None, repeat: int = 2,
                  size=(64, 64), image: bool = True, camera: int = -1):
-        os.environ.setdefault("MUJOCO_GL", "egl")
         env_id = env_id or f"dmc_{task}"
         domain, sep, name = task.partition("_")
         if not sep or not name:
@@ -66,7 +67,7 @@ class DMCEnv(HostEnv):
                              "domains are not supported; use a dm_control suite domain")
         if repeat < 1:
             raise ValueError(f"env.dmc.repeat must be >= 1, got {repeat}")
-        from dm_control import suite
+        suite = import_suite(env_id, renders=image)
         if (domain, name) not in suite.ALL_TASKS:
             known = ", ".join(f"{d}_{t}" for d, t in suite.ALL_TASKS)
             raise ValueError(f"--env {env_id}: unknown task; dm_control has {known}")
@@ -130,6 +131,31 @@ class DMCEnv(HostEnv):
             self._env.close()
         except Exception:  # noqa: BLE001, S110 - closing is best effort
             pass
+
+
+def import_suite(env_id: str, renders: bool):
+    """dm_control.suite, its renderer loaded as MUJOCO_GL says (egl unless set, as the
+    reference). dm_control opens the renderer when it is imported, so with egl a machine
+    without an EGL library or display (a TPU VM, a bare container) fails before any step.
+    An env that renders nothing (`renders` False: no image) then goes on with
+    dm_control's no-renderer setting, MUJOCO_GL=disable, where MUJOCO_GL was not set; with
+    images, or with MUJOCO_GL set, it raises naming MUJOCO_GL."""
+    import dm_control  # noqa: F401 - a missing package is not a renderer's failure
+
+    chosen = "MUJOCO_GL" in os.environ
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    try:
+        import dm_control._render  # noqa: F401 - reads MUJOCO_GL once per process
+    except ImportError as e:
+        if chosen or renders:
+            raise ImportError(
+                f"--env {env_id}: dm_control cannot load its renderer with MUJOCO_GL="
+                f"{os.environ['MUJOCO_GL']} ({e}); set MUJOCO_GL=osmesa, or "
+                "MUJOCO_GL=disable with env.dmc.image false") from e
+        os.environ["MUJOCO_GL"] = "disable"
+        import dm_control._render  # noqa: F401, F811 - imported afresh: the failed one left
+    from dm_control import suite
+    return suite
 
 
 def repeat_step(env, action, bounds: tuple, repeat: int, env_id: str) -> tuple:
