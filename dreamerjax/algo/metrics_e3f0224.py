@@ -17,6 +17,12 @@ f32 = jnp.float32
 # Our loss terms by e3f0224's names (agent.py:156-245 @e3f0224); decoder keys keep theirs.
 E3F0224_LOSS_NAMES = {"reward": "rew", "cont": "con", "actor": "policy", "critic": "value",
                       "replay_critic": "repval"}
+# e3f0224's optimizer metrics by their names (embodied/jax/opt.py:73-79 @e3f0224) -> ours
+# (optim.OPT_METRICS, OPT_RMS_METRICS): its window counter `opt/updates` is our grad steps.
+E3F0224_OPT_NAMES = {"opt/loss": "opt_loss", "opt/grad_norm": "opt_grad_norm",
+                     "opt/updates": "opt_grad_steps", "opt/param_count": "opt_param_count",
+                     "opt/grad_rms": "opt_grad_rms", "opt/update_rms": "opt_update_rms",
+                     "opt/param_rms": "opt_param_rms"}
 
 
 def e3f0224_loss_order(spaces: Spaces, losses: dict) -> list[str]:

@@ -24,7 +24,7 @@ import yaml
 
 from dreamerjax.algo import agent as agent_lib
 from dreamerjax.algo import spaces as spaces_lib
-from dreamerjax.algo.metrics_e3f0224 import E3F0224_LOSS_NAMES
+from dreamerjax.algo.metrics_e3f0224 import E3F0224_LOSS_NAMES, E3F0224_OPT_NAMES
 from dreamerjax.algo.normalize import RetNormState
 from dreamerjax.algo.optim import opt_moments
 from dreamerjax.config import dotted as config_dotted
@@ -293,10 +293,7 @@ def _diag_rows(fx, out, spread, d, spaces) -> list[Row]:
 def _metric_rows(fx, pre, ours: dict, spread: dict, ref: dict) -> list[Row]:
     rows = []
     for name in sorted(ref):
-        key = {"opt/loss": "opt_loss", "opt/grad_norm": "opt_grad_norm",
-               "opt/updates": "opt_grad_steps", "opt/param_count": "opt_param_count",
-               "opt/grad_rms": "opt_grad_rms", "opt/update_rms": "opt_update_rms",
-               "opt/param_rms": "opt_param_rms"}.get(name, name)
+        key = E3F0224_OPT_NAMES.get(name, name)
         if key not in ours:
             rows.append(missing(fx, f"{pre}{name}"))
             continue
