@@ -12,10 +12,10 @@ records.jsonl[.gz]); each --ours a dreamerjax run directory or results folder. A
 file may hold several seeds (a multi-seed run): they are split by their seed field. Every
 seed is one curve.
 
-Record points are aligned by rows (env steps): by default each record point goes to the
-nearest of the reference's record points within half their smallest spacing; with --bin N
-both sides' record points go to bins of N rows (a bin is named by its last row) and a
-seed's values within one bin are averaged.
+Record points are aligned by rows (env steps): by default each of the reference's record
+points takes each seed's nearest record point within half the reference's smallest
+spacing; with --bin N both sides' record points go to bins of N rows (a bin is named by
+its last row) and a seed's values within one bin are averaged.
 
 A metric is compared when both sides record it, matched by the reference's name (both
 programs write e3f0224's names; the optimizer's differ: metrics_e3f0224.E3F0224_OPT_NAMES),
@@ -39,8 +39,6 @@ import math
 import os
 import sys
 from pathlib import Path
-
-import numpy as np
 
 from dreamerjax.algo.metrics_e3f0224 import E3F0224_OPT_NAMES
 from dreamerjax.run.records import read_jsonl, read_records, to_jsonable
@@ -103,33 +101,43 @@ def split_seeds(paths: list[str]) -> dict[str, list[dict]]:
 # Aligning record points
 
 
-def snapper(ref_rows: list[int], bin_rows: int | None):
-    """rows -> the aligned row (or None: no reference record point near it)."""
-    if bin_rows:
-        return lambda n: -(-n // bin_rows) * bin_rows
-    grid = np.asarray(sorted(set(ref_rows)))
-    gaps = np.diff(grid)
-    reach = gaps.min() / 2 if gaps.size else 0
+def by_bin(bin_rows: int):
+    """A seed's records grouped by bins of `bin_rows` rows, each named by its last row."""
+    def group(recs: list[dict]) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {}
+        for r in recs:
+            out.setdefault(-(-int(r["rows"]) // bin_rows) * bin_rows, []).append(r)
+        return out
 
-    def snap(n: int) -> int | None:
-        i = int(np.abs(grid - n).argmin())
-        return int(grid[i]) if abs(int(grid[i]) - n) <= reach else None
-
-    return snap
+    return group
 
 
-def align(per_seed: dict[str, list[dict]], snap) -> Series:
-    """Each seed's values at the aligned rows; values sharing an aligned row averaged."""
+def by_nearest(ref_rows: list[int]):
+    """A seed's record nearest to each of the reference's record points, where one lies
+    within half their smallest spacing (so no record serves two points but at a tie)."""
+    grid = sorted(set(ref_rows))
+    reach = min((b - a for a, b in zip(grid, grid[1:], strict=False)), default=0) / 2
+
+    def group(recs: list[dict]) -> dict[int, list[dict]]:
+        out = {}
+        for g in grid:
+            best = min(recs, key=lambda r: abs(int(r["rows"]) - g), default=None)
+            if best is not None and abs(int(best["rows"]) - g) <= reach:
+                out[g] = [best]
+        return out
+
+    return group
+
+
+def align(per_seed: dict[str, list[dict]], group) -> Series:
+    """Each seed's values at the aligned rows; values of records sharing one averaged."""
     out: Series = {}
     for label, recs in per_seed.items():
-        slots: dict[int, dict[str, list[float]]] = {}
-        for r in recs:
-            n = snap(int(r["rows"]))
-            if n is None:
-                continue
-            for k, v in record_values(r).items():
-                slots.setdefault(n, {}).setdefault(k, []).append(v)
-        out[label] = {n: {k: _nanmean(v) for k, v in m.items()} for n, m in sorted(slots.items())}
+        out[label] = {}
+        for n, members in sorted(group(recs).items()):
+            values = [record_values(r) for r in members]
+            names = {k for v in values for k in v}
+            out[label][n] = {k: _nanmean([v.get(k, math.nan) for v in values]) for k in names}
     return out
 
 
@@ -212,8 +220,9 @@ def compare_metric(ref: Series, ours: Series, name: str, key: str) -> dict:
 def compare(ref_paths: list[str], our_paths: list[str], bin_rows: int | None = None) -> dict:
     """Everything metrics.json holds."""
     ref_seeds, our_seeds = split_seeds(ref_paths), split_seeds(our_paths)
-    snap = snapper([int(r["rows"]) for recs in ref_seeds.values() for r in recs], bin_rows)
-    ref, ours = align(ref_seeds, snap), align(our_seeds, snap)
+    group = by_bin(bin_rows) if bin_rows else by_nearest(
+        [int(r["rows"]) for recs in ref_seeds.values() for r in recs])
+    ref, ours = align(ref_seeds, group), align(our_seeds, group)
     matched = matched_names(ref, ours)
     metrics = {name: compare_metric(ref, ours, name, key) for name, key in matched.items()}
     used = set(matched.values())
