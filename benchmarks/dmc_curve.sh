@@ -22,8 +22,8 @@
 # this call's training; 0: no limit), SCORES (the reference's
 # scores/dmc_proprio-dreamerv3.json.gz, read, never copied; docs/performance.md says where
 # it comes from), PYTHON (python3), SMOKE (1: the tiny network, 2 envs, short episodes; a
-# check that it runs), MUJOCO_GL (disable: the preset renders nothing, and a machine
-# without OpenGL libraries cannot import dm_control with egl).
+# check that it runs), MUJOCO_GL (disable for a dmc_ TASK: the preset renders nothing, and
+# a machine without OpenGL libraries cannot import dm_control with egl).
 # SIZE, DTYPE, REFERENCE and EXTRA shape a new run; a resumed run keeps its settings.
 #
 # Exit status: 0 when RUN_DIR has reached ROWS, 3 when it stopped before (call again), else
@@ -55,7 +55,7 @@ else
         args+=(--size "${SIZE:-1m}")
     fi
 fi
-export MUJOCO_GL=${MUJOCO_GL:-disable}
+case $TASK in dmc_*) export MUJOCO_GL=${MUJOCO_GL:-disable} ;; esac
 limit=()
 (( LIMIT > 0 )) && limit=(timeout --kill-after=15 "$LIMIT")  # SIGTERM: stop at a log point
 "${limit[@]}" "$PY" -m dreamerjax.tools.cli train "${args[@]}"
