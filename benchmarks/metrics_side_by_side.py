@@ -42,12 +42,13 @@ from pathlib import Path
 
 from dreamerjax.algo.metrics_e3f0224 import E3F0224_OPT_NAMES
 from dreamerjax.run.records import read_jsonl, read_records, to_jsonable
-from dreamerjax.tools.protocol.statistics import train_metrics
+from dreamerjax.tools.protocol.statistics import MAPPED_NAMES, train_metrics
 
 # Top-level record fields compared beside the window means of `train`.
 RETURN_FIELDS = ("eval_mean", "train_return")
-# The order of the table: world model, its KL and entropies, actor, returns and
-# advantages, values, optimizer, evaluation; any other matched name follows, sorted.
+# The order of the table for e3f0224's names: world model, its KL and entropies, actor,
+# returns and advantages, values, optimizer, evaluation; then 29eb964's in the protocol's
+# order (a reference run of that version writes those); any other name follows, sorted.
 ORDER = ("loss/dyn", "loss/rep", "loss/rew", "loss/con", "loss/vector", "loss/image",
          "dyn_ent", "rep_ent", "ent/action", "rand/action", "loss/policy", "ret", "ret_min",
          "ret_max", "ret_rate", "retnorm/lo", "retnorm/hi", "retnorm/scale", "adv",
@@ -162,8 +163,9 @@ def matched_names(ref: Series, ours: Series) -> dict[str, str]:
         key = name if name in our_names else E3F0224_OPT_NAMES.get(name)
         if key in our_names:
             pairs[name] = key
-    rank = {n: i for i, n in enumerate(ORDER)}
-    return {n: pairs[n] for n in sorted(pairs, key=lambda n: (rank.get(n, len(ORDER)), n))}
+    order = (*ORDER, *MAPPED_NAMES)
+    rank = {n: i for i, n in reversed(list(enumerate(order)))}
+    return {n: pairs[n] for n in sorted(pairs, key=lambda n: (rank.get(n, len(order)), n))}
 
 
 def seed_values(series: Series, rows: int, key: str) -> dict[str, float]:
