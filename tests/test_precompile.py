@@ -4,6 +4,7 @@ records do not change (slow: three tiny compiles in fresh processes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -49,12 +50,12 @@ def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
     assert not ran
 
 
-def test_a_run_precompiles_where_a_child_can_compile_and_not_on_a_tpu(monkeypatch, tmp_path):
-    """driver.train starts the precompile where a child can open the devices; where the
-    backend's devices open in one process at a time (a TPU: in_process), it does not
-    precompile, since the programs compiled at once in the run's process there were
-    compiled again at its first calls. Here on the CPU, with in_process answering as a
-    TPU's would; the precompile itself is recorded, not run."""
+def test_a_run_precompiles_in_a_child_or_on_a_tpu_in_its_own_process(monkeypatch, tmp_path):
+    """driver.train precompiles in a child where one can open the devices; where the
+    backend's devices open in one process at a time (a TPU: in_process) it compiles the
+    trainer's own programs in its process (here=True), and Settings.precompile_here
+    chooses either on any backend. Here on the CPU, with in_process answering as a TPU's
+    would; the precompile itself is recorded, not run."""
     import jax
     from _runs import small_config
 
@@ -62,14 +63,17 @@ def test_a_run_precompiles_where_a_child_can_compile_and_not_on_a_tpu(monkeypatc
     from dreamerjax.run.settings import Settings
 
     calls = []
-    monkeypatch.setattr(precompile, "precompile", lambda plan, **_: calls.append(plan.seeds))
+    monkeypatch.setattr(precompile, "precompile", lambda plan, here, trainer, **_: calls.append(
+        (plan.seeds, here, trainer is not None)))
     settings = Settings(compile_cache=jax.config.jax_compilation_cache_dir, precompile=True)
-    for tpu, expected in ((False, [(0,)]), (True, [])):
+    cases = ((False, None, False), (True, None, True), (False, True, True), (True, False, False))
+    for tpu, choice, here in cases:
         calls.clear()
         monkeypatch.setattr(precompile, "in_process", lambda tpu=tpu: tpu)
-        driver.train(small_config(steps=80), (0,), str(tmp_path / f"run_{tpu}"),
-                     progress=False, settings=settings)
-        assert calls == expected, tpu
+        driver.train(small_config(steps=80), (0,), str(tmp_path / f"run_{tpu}_{choice}"),
+                     progress=False,
+                     settings=dataclasses.replace(settings, precompile_here=choice))
+        assert calls == [((0,), here, True)], (tpu, choice)
 
 
 def test_the_child_never_preallocates_beside_the_parents_backend(monkeypatch):
@@ -270,3 +274,86 @@ def test_cache_check_finds_the_trainers_programs_in_the_cache_on_a_cpu(tmp_path)
     assert result["ahead_seconds"]["chunk"] >= result["min_compile_time_s"]
     chunks = [c for c in result["trainer_compiles"] if c["fun"] == "jit(run_chunk)"]
     assert chunks and all(c["cache_hit"] for c in chunks), result["trainer_compiles"]
+
+
+def test_compiled_here_the_trainer_runs_its_own_executables_and_records_are_unchanged(
+        monkeypatch, tmp_path):
+    """Settings(precompile_here=True), a TPU's path, forced on the CPU: the run's own
+    trainer's programs (init, chunk, evaluation, report) are each compiled once, at once
+    before `programs_ready`, and handed to the trainer; its calls then trace, lower and
+    compile none of them again (JAX's compile events, and its jitted programs' call caches
+    stay empty). The records equal those of the same run on the default path (no
+    precompile, each program compiled at its first call) bit for bit."""
+    import jax
+    from _runs import small_config
+
+    from dreamerjax.run import driver, trainers
+    from dreamerjax.run.settings import Settings
+
+    config = small_config()
+    plain = driver.train(config, (0,), str(tmp_path / "plain"), progress=False)
+    events, handed = [], []
+
+    def on(event, duration, fun_name="", **_):
+        if event.startswith("/jax/core/compile/"):
+            events.append((event.rsplit("/", 1)[-1], fun_name))
+
+    real = precompile.compile_here
+
+    def compile_here(trainer, *args, **kwargs):
+        out = real(trainer, *args, **kwargs)
+        handed.append((trainer, out))
+        events.append(("compiled_here", ""))
+        return out
+
+    monkeypatch.setattr(precompile, "compile_here", compile_here)
+    jax.monitoring.register_event_duration_secs_listener(on)
+    try:
+        here = driver.train(config, (0,), str(tmp_path / "here"), progress=False,
+                            settings=Settings(precompile=True, precompile_here=True))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on)
+    assert [without_timing(r) for r in here.records] == \
+        [without_timing(r) for r in plain.records]
+    assert len(handed) == 1 and handed[0][1] is not None, "compiled at once in this process"
+    trainer, out = handed[0]
+    assert out["in_process"] and out["executables"] == sorted(trainers.PROGRAMS)
+    cut = events.index(("compiled_here", ""))
+    before, after = events[:cut], events[cut + 1:]
+    compiles = [f for e, f in before if e == "backend_compile_duration"]
+    assert compiles.count("jit(run_chunk)") == 1 and compiles.count("jit(_eval_fn)") == 1
+    assert compiles.count("jit(<lambda>)") >= 2  # init and report
+    assert [x for x in after if x[1] in ("jit(run_chunk)", "jit(_eval_fn)", "run_chunk",
+                                         "_eval_fn")] == []
+    for name, attr in trainers.PROGRAMS.items():
+        program = getattr(trainer, attr)
+        assert isinstance(program, trainers.AheadOfTime), name
+        assert program.compiled is not None, f"{name}: the executable refused a call"
+        assert program.jitted._cache_size() == 0, f"{name}: its jitted program was called"
+    timing = json.loads((tmp_path / "here" / "timing.json").read_text())["seconds"]
+    assert timing["compile_start"] <= timing["programs_ready"] <= timing["first_log_point"]
+
+
+def test_a_program_compiled_ahead_refuses_other_arguments_to_its_jitted_self(capsys):
+    """AheadOfTime: the executable for the arguments it was compiled for; other static
+    arguments, or arguments it refuses (here another shape), go to the jitted program,
+    the refusal said once; nothing donated is lost on the way."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from dreamerjax.run import trainers
+
+    jitted = jax.jit(lambda x, scale: x * (2.0 if scale else 1.0), static_argnums=1,
+                     donate_argnums=0)
+    compiled = jitted.lower(jax.ShapeDtypeStruct((3,), jnp.float32), True).compile()
+    program = trainers.AheadOfTime("double", jitted, compiled, (True,))
+    assert np.array_equal(program(jnp.ones(3), True), [2.0, 2.0, 2.0])
+    assert jitted._cache_size() == 0  # the executable ran
+    assert np.array_equal(program(jnp.ones(3), False), [1.0, 1.0, 1.0])  # other static
+    assert capsys.readouterr().err == ""
+    assert program.compiled is not None
+    assert np.array_equal(program(jnp.ones(4), True), [2.0] * 4)  # refused, then jitted
+    assert "double program compiled ahead does not take" in capsys.readouterr().err
+    assert program.compiled is None and jitted._cache_size() == 2
+    assert program.lower(jnp.ones(2), True).compile() is not None  # the jitted's own

@@ -212,16 +212,19 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
                 print(status.start_line(setup.run, seeds, out, resumed), file=sys.stderr,
                       flush=True)
             heartbeat.say("compiling")
-            # The compile peak in a child. Not on a TPU, where no child can open the chip:
-            # compiled at once in this process, the programs were compiled a second time at
-            # the trainer's first calls (precompile.in_process).
+            # The compile peak in a child, where one can open the devices; on a TPU, where
+            # none can, the trainer's own programs compiled here at once and kept, so its
+            # calls run them (precompile.compiles_here).
             trainer = make_trainer(plan)
-            if settings.precompile and settings.compile_cache and \
-                    not precompile_lib.in_process():
-                heartbeat.say("compiling the run's programs in a child process")
-                # the trainer's programs lowered here meanwhile, then loaded from the cache
+            here = precompile_lib.compiles_here(settings.precompile_here)
+            if settings.precompile and (here or settings.compile_cache):
+                heartbeat.say("compiling the run's programs at once" if here else
+                              "compiling the run's programs in a child process")
+                # a child: the trainer's programs lowered here meanwhile, then loaded from
+                # the cache; here: lowered, compiled on threads and handed to the trainer
                 precompile_lib.precompile(plan, report=report and config.run.report_every > 0,
-                                          trainer=trainer, meanwhile=_import_later_modules)
+                                          here=here, trainer=trainer,
+                                          meanwhile=_import_later_modules)
             timeline.mark("programs_ready")  # compiled, or compiled at their first calls
             run = Run(config, seeds, out, trainer, (*callbacks, *loggers), primary=primary)
             # realpath: --out may be a link to a directory not made yet (e.g. on another disk).
@@ -252,8 +255,9 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
 
 def _import_later_modules() -> None:
     """What a run imports after its programs are ready (orbax for its checkpoints,
-    matplotlib for its report and plots), imported while a precompile child compiles,
-    when this process waits anyway, rather than in its first log interval and at its end."""
+    matplotlib for its report and plots), imported while the programs compile (in a
+    precompile child or on this process's threads), when this process waits anyway,
+    rather than in its first log interval and at its end."""
     import orbax.checkpoint  # noqa: F401
 
     from dreamerjax.viz import plots

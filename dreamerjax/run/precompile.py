@@ -83,32 +83,76 @@ def lower_programs(trainer, report: bool = True) -> dict:
     return {name: fn.lower(*args) for name, (fn, *args) in _programs(trainer, report).items()}
 
 
-def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
-    """Lower and compile every jitted function of a trainers.CompiledTrainer with the arguments
-    driver.train passes them (abstract: nothing is computed). The programs are lowered one
-    after another (tracing holds Python's lock), the chunk first, and with `workers` > 1
-    each is compiled by a thread as soon as it is lowered: XLA compiles outside that lock,
-    so the chunk's compile (the longest) overlaps the others' tracing and compiles, and
-    with cores to spare the run waits for it rather than for the sum. Returns seconds per
-    name (each compile's own)."""
-    programs = _programs(trainer, report)
-    secs = {}
+# Trailing static arguments of a program in _programs (the evaluation's mode), by name.
+STATIC_ARGS = {"eval": 1}
 
-    def compile_one(name, lowered):
+
+def compile_programs(trainer, report: bool = True, workers: int = 1,
+                     meanwhile: Callable[[], object] | None = None) -> tuple[dict, dict]:
+    """Lower and compile every jitted function of a trainers.CompiledTrainer with the
+    arguments driver.train passes them (abstract: nothing is computed). The programs are
+    lowered one after another (tracing holds Python's lock), the chunk first, and with
+    `workers` > 1 each is compiled by a thread as soon as it is lowered: XLA compiles
+    outside that lock, so the chunk's compile (the longest) overlaps the others' tracing
+    and compiles, and with cores to spare the run waits for it rather than for the sum.
+    meanwhile: called once every program is lowered, while the threads compile.
+
+    Returns (seconds per name, each compile's own; the executables by name, each a
+    (jax.stages.Compiled, the static arguments it was compiled for) pair, as
+    trainers.CompiledTrainer.use_executables takes them)."""
+    programs = _programs(trainer, report)
+    secs, executables = {}, {}
+
+    def compile_one(name, lowered, static):
         t = time.perf_counter()
-        lowered.compile()
+        executables[name] = (lowered.compile(), static)
         secs[name] = time.perf_counter() - t
+
+    def lower(name, fn, *args):
+        static = tuple(args[len(args) - STATIC_ARGS.get(name, 0):])
+        return name, fn.lower(*args), static
 
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(min(workers, len(programs))) as pool:
-            futures = [pool.submit(compile_one, name, fn.lower(*args))
-                       for name, (fn, *args) in programs.items()]
+            futures = [pool.submit(compile_one, *lower(name, *program))
+                       for name, program in programs.items()]
+            if meanwhile is not None:
+                meanwhile()
             for future in futures:
                 future.result()
     else:
-        for name, (fn, *args) in programs.items():
-            compile_one(name, fn.lower(*args))
-    return {name: secs[name] for name in programs}
+        for name, program in programs.items():
+            compile_one(*lower(name, *program))
+        if meanwhile is not None:
+            meanwhile()
+    return ({name: secs[name] for name in programs},
+            {name: executables[name] for name in programs})
+
+
+def compile_trainer(trainer, report: bool = True, workers: int = 1) -> dict:
+    """compile_programs' seconds per name, the executables dropped (the persistent cache
+    keeps them where it is on)."""
+    return compile_programs(trainer, report, workers)[0]
+
+
+def compile_here(trainer, report: bool = True,
+                 meanwhile: Callable[[], object] | None = None) -> dict | None:
+    """The run's own trainer's programs compiled in this process, compile_workers()
+    threads at once (compile_programs), and handed to it: its calls then run these
+    executables and trace, lower and compile nothing (use_executables). Returns the
+    figures (seconds per function, wall seconds), or None when a compile failed (the
+    trainer then compiles each program at its first call, as without this)."""
+    t = time.perf_counter()
+    try:
+        secs, executables = compile_programs(trainer, report, compile_workers(), meanwhile)
+    except Exception as e:  # noqa: BLE001 - the run compiles as it goes instead
+        print(f"dreamerjax: warning: compiling the run's programs at once failed "
+              f"({type(e).__name__}: {e}); compiling them as they are first called",
+              file=sys.stderr)
+        return None
+    trainer.use_executables(executables)
+    return {"seconds": secs, "wall_s": time.perf_counter() - t, "in_process": True,
+            "executables": sorted(executables)}
 
 
 def compile_workers() -> int:
@@ -161,37 +205,49 @@ def child_env(parent: dict[str, str]) -> dict[str, str]:
 
 def in_process() -> bool:
     """Whether the backend's devices open in one process at a time (EXCLUSIVE_BACKENDS),
-    so no child can compile beside the run: precompile then compiles in this process, and
-    driver.train does not precompile at all."""
+    so no child can compile beside the run: precompile then compiles in this process."""
     import jax
     return jax.default_backend() in EXCLUSIVE_BACKENDS
+
+
+def compiles_here(choice: bool | None) -> bool:
+    """Where a run's precompile compiles (Settings.precompile_here): None, the backend's
+    choice (in this process where no child can open the devices, in_process; else in a
+    child), or the caller's."""
+    return in_process() if choice is None else bool(choice)
 
 
 def precompile(plan, report: bool = True, timeout: float | None = None,
                here: bool | None = None, trainer=None,
                meanwhile: Callable[[], object] | None = None) -> dict | None:
-    """Fill the persistent cache with the programs of a run's plan (run/plan.Plan): from
-    a child process, or (here; default in_process()) in this process, the programs
-    compiled by compile_workers() threads at once and the executables dropped (the
-    trainer's own calls then load them from the cache, after tracing them again). Returns
-    the figures (seconds per function; from a child also its peak RSS and the CHILD_ENV
-    variables as it received them; wall seconds), or None when skipped (no cache
-    directory, several processes, host envs) or the compile failed (the run then compiles
-    as it goes).
+    """Compile the programs of a run's plan (run/plan.Plan) before its first call: in a
+    child process into the persistent cache, or (here; default in_process()) in this
+    process, compile_workers() threads at once. Returns the figures (seconds per
+    function; from a child also its peak RSS and the CHILD_ENV variables as it received
+    them; wall seconds), or None when skipped (several processes, host envs, a child
+    without a cache directory) or the compile failed (the run then compiles as it goes).
 
-    trainer: the run's own trainers.CompiledTrainer of the plan, with a child: while the
-    child compiles, this process lowers the trainer's programs (lower_programs), and once
-    the child has stored them it loads them from the cache, so the trainer's calls trace,
-    lower and compile nothing (figures: `lower_s`, `load_s`). The executables are the
-    ones the child compiled for the very same programs; a lookup that misses compiles
-    here, as the first call would have. meanwhile: called after that lowering, while the
-    child compiles (the driver's imports of what the run needs later)."""
+    trainer: the run's own trainers.CompiledTrainer of the plan. Here, its own programs
+    are compiled and handed to it (compile_here; no cache needed), so its calls run those
+    executables. With a child: while the child compiles, this process lowers the trainer's
+    programs (lower_programs), and once the child has stored them it loads them from the
+    cache, so the trainer's calls trace, lower and compile nothing (figures: `lower_s`,
+    `load_s`); a lookup that misses compiles here, as the first call would have. Here
+    without a trainer, a fresh trainer's programs fill the cache and are dropped (the
+    trainer made later loads them from it, after tracing them again; cache_check.py).
+    meanwhile: called once the programs are lowered, while they compile (the driver's
+    imports of what the run needs later)."""
     import jax
 
-    cache_dir = _cache_dir()
-    if not cache_dir or plan.host or jax.process_count() > 1:
+    if plan.host or jax.process_count() > 1:
         return None
-    if in_process() if here is None else here:
+    here = compiles_here(here)
+    if here and trainer is not None:
+        return compile_here(trainer, report, meanwhile)
+    cache_dir = _cache_dir()
+    if not cache_dir:
+        return None
+    if here:
         from dreamerjax.run import trainers
 
         t = time.perf_counter()

@@ -20,6 +20,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import sys
 import time
 import weakref
 from typing import Protocol
@@ -200,8 +201,51 @@ class _Shared:
             self._ahead[name] = program.lower(*args, *static).compile()
         return self._ahead[name]
 
+    def use_executables(self, executables: dict) -> None:
+        """Call these executables in place of the jitted programs they were compiled
+        from (precompile.compile_here): by PROGRAMS' names, each a (jax.stages.Compiled,
+        the trailing static arguments it was compiled for) pair. The trainer's calls then
+        trace, lower and compile nothing (AheadOfTime)."""
+        for name, (compiled, static) in executables.items():
+            attr = PROGRAMS[name]
+            setattr(self, attr, AheadOfTime(name, getattr(self, attr), compiled, static))
+
     def close(self) -> None:
         pass
+
+
+# The attribute of each program a run compiles ahead (precompile._programs), by its name.
+PROGRAMS = {"chunk": "_chunk", "init": "_init", "eval": "_eval", "report": "_report"}
+
+
+class AheadOfTime:
+    """A jitted program together with its executable compiled ahead for the arguments the
+    run will pass it (their shapes, dtypes and shardings): a call with those arguments runs
+    the executable itself, so nothing is traced or compiled again (JAX's in-memory caches
+    are keyed on more than the program, and a persistent-cache lookup would trace first).
+    A call with other static arguments, or whose arguments the executable refuses (JAX
+    checks them before it runs anything, so nothing donated is lost), goes to the jitted
+    program, which compiles as it would have without this; the refusal is said once on
+    stderr. Anything else (lower, trace) is the jitted program's."""
+
+    def __init__(self, name: str, jitted, compiled, static: tuple = ()) -> None:
+        self.name, self.jitted, self.compiled, self.static = name, jitted, compiled, static
+
+    def __call__(self, *args):
+        cut = len(args) - len(self.static)
+        if self.compiled is not None and args[cut:] == self.static:
+            try:
+                return self.compiled(*args[:cut])
+            except (TypeError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                print(f"dreamerjax: warning: the {self.name} program compiled ahead does not "
+                      f"take this call's arguments ({first}); compiling it for them",
+                      file=sys.stderr)
+                self.compiled = None
+        return self.jitted(*args)
+
+    def __getattr__(self, name: str):
+        return getattr(self.jitted, name)
 
 
 @dataclasses.dataclass
