@@ -5,9 +5,9 @@ process with no persistent cache, the two alternated; one JSON object.
     python benchmarks/compile_at_once.py [--env CartPole-v1] [--size 1m] [--seeds 3]
         [--set KEY=VALUE ...] [--workers 4] [--pairs 2] [--out FILE]
 
-A run's precompile child compiles this way. On a TPU no child can open the chip, and
-programs compiled at once in the run's own process were compiled again at its first calls
-(benchmarks/cache_check.py asks why), so a run there does not precompile.
+A run's precompile child compiles this way, and so does a run on a TPU, where no child can
+open the chip, in its own process (run/precompile.compile_here: the trainer then calls the
+executables).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Where a `dreamerjax train` command's wall time goes outside its log intervals: seconds
 from the process's start to each of its moments, printed as JSON.
 
-    python benchmarks/startup_phases.py [--src DIR ...] [--rounds N] [--out FILE] \
-        [-- TRAIN FLAGS]
+    python benchmarks/startup_phases.py [--src DIR ...] [--variant NAME:FLAGS ...] \
+        [--rounds N] [--out FILE] [-- TRAIN FLAGS]
 
 Each run is a fresh process with an empty compilation cache of its own (a cold compile, as
 a first run on a machine), training into a temporary directory. The moments come from what
@@ -13,8 +13,11 @@ lines), the process's exit, and, where the run writes one, run_dir/timing.json
 precompile child done and the programs loaded, `programs_ready`; `end`, before the
 process exits; the phases). `--src DIR ...` runs the package of each source tree (e.g. a
 worktree of another commit; PYTHONPATH=DIR), alternated round by round on this machine, so
-that two versions are compared under the same conditions. Each run's records.jsonl values
-less their timing fields are compared between the sources (`records_equal`).
+that two versions are compared under the same conditions; `--variant NAME:FLAGS` (given
+several times) adds each variant's train flags in turn, alternated the same way (e.g.
+`--variant child: --variant here:--compile-here`: where the run's programs compile). Each
+run's records.jsonl values less their timing fields are compared between the sources and
+variants (`records_equal`).
 """
 
 from __future__ import annotations
@@ -83,19 +86,42 @@ MOMENTS = ("jax_ready", "plan", "compile_started", "programs_ready", "first_log_
            "last_log_point", "end", "exit")
 
 
+def label(run: dict) -> str:
+    """A run's source and variant, as by_src names them ("None" alone: the installed
+    package without a variant)."""
+    return " ".join(x for x in (str(run["src"]), run.get("variant") or "") if x)
+
+
 def by_src(runs: list[dict]) -> dict:
-    """Each source's median seconds to each moment over its runs (and the runs' count)."""
+    """Each source's (and variant's) median seconds to each moment over its runs (and the
+    runs' count)."""
     import statistics
 
     out = {}
-    for src in dict.fromkeys(r["src"] for r in runs):
-        mine = [r for r in runs if r["src"] == src]
+    for name_ in dict.fromkeys(label(r) for r in runs):
+        mine = [r for r in runs if label(r) == name_]
         row = {"runs": len(mine)}
         for name in MOMENTS:
             values = [r[name] for r in mine if r.get(name) is not None]
             if values:
                 row[name] = round(statistics.median(values), 2)
-        out[str(src)] = row
+        out[name_] = row
+    return out
+
+
+def variants(specs: list[str] | None) -> list[tuple[str, list[str]]]:
+    """--variant NAME:FLAGS values as (name, extra train flags); none: one unnamed variant
+    without flags."""
+    import shlex
+
+    if not specs:
+        return [("", [])]
+    out = []
+    for spec in specs:
+        name, sep, flags = spec.partition(":")
+        if not sep or not name:
+            raise SystemExit(f"--variant {spec!r}: NAME:FLAGS (e.g. here:--compile-here)")
+        out.append((name, shlex.split(flags)))
     return out
 
 
@@ -104,22 +130,27 @@ def main() -> int:
     parser.add_argument("--src", nargs="*", default=[None],
                         help="source trees to run (PYTHONPATH), alternated; default the "
                              "installed package")
+    parser.add_argument("--variant", action="append", metavar="NAME:FLAGS",
+                        help="train flags added in turn (given several times), alternated")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("flags", nargs="*", help="train flags after --")
     args = parser.parse_args()
     flags = args.flags or DEFAULT_FLAGS
+    kinds = variants(args.variant)
     runs = []
     for round_index in range(args.rounds):
         for src in args.src:
-            with tempfile.TemporaryDirectory() as tmp:
-                result = run_once(src, flags, Path(tmp))
-            result["round"] = round_index
-            print(json.dumps({k: v for k, v in result.items()
-                              if k not in ("records", "timing_json")}), file=sys.stderr)
-            runs.append(result)
-    first = [r["records"] for r in runs if r["src"] == runs[0]["src"]][0]
-    summary = {"flags": flags, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+            for variant, extra in kinds:
+                with tempfile.TemporaryDirectory() as tmp:
+                    result = run_once(src, [*flags, *extra], Path(tmp))
+                result.update(round=round_index, variant=variant)
+                print(json.dumps({k: v for k, v in result.items()
+                                  if k not in ("records", "timing_json")}), file=sys.stderr)
+                runs.append(result)
+    first = runs[0]["records"]
+    summary = {"flags": flags, "variants": {name: extra for name, extra in kinds if name},
+               "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
                "records_equal": all(r["records"] == first for r in runs),
                "median_by_src": by_src(runs),
                "runs": [{k: v for k, v in r.items() if k != "records"} for r in runs]}

@@ -1,5 +1,7 @@
-"""Compile a run's programs in a short-lived child process, so the training process
-loads them from the persistent compilation cache instead of compiling them.
+"""Compile a run's programs before its first call: in a short-lived child process, so the
+training process loads them from the persistent compilation cache instead of compiling
+them, or, where no child can open the devices, in the training process itself, all at
+once, its trainer then calling the executables it compiled.
 
 XLA's compile of the chunk (the update inside it) is the peak of a training process:
 for the protocol's 1m CartPole run about 1.7 GiB, where the program itself needs about
@@ -13,23 +15,32 @@ otherwise do at each program's first call) and imports what it needs later; once
 child has exited it loads each executable from the cache, and the trainer's calls then
 trace, lower and compile nothing.
 
-Nothing it does can change a result: the parent runs the executables XLA compiled for
-the very same programs, and where anything differs (another flag, another jax config) the
-parent's lookup misses and it compiles as before. Skipped when the cache is off
-(--no-compile-cache), for host envs (host_loop.py), for multi-process runs, and unless the
-caller asks for it (Settings(precompile=True); the command line does, --no-precompile
-turns it off). A child that fails is reported on stderr and the run goes on.
+A TPU opens in one process at a time (EXCLUSIVE_BACKENDS), so no child can compile
+there, and there the run compiles here (compile_here; Settings.precompile_here chooses
+it on any backend): the training process lowers its own trainer's programs, the very
+jitted functions it will call, with the run's shapes and shardings, one after another,
+and compiles each on a thread as soon as it is lowered (XLA compiles outside Python's
+lock), so the chunk's compile overlaps the others' and the driver's imports. The trainer
+keeps the executables and calls them in place of its jitted functions
+(trainers.AheadOfTime): its calls trace and compile nothing again, and nothing is looked
+up in a cache. (An earlier way compiled a fresh trainer's programs into the cache; on
+one TPU v5e chip the run's trainer then traced and compiled its own again, twice the
+work: docs/performance.md, "On a TPU".) The compile peak is then this process's. What
+it spares on the chip is to be measured there.
+
+Nothing it does can change a result: the trainer runs the executables XLA compiled for
+the very same programs, and where anything differs (another flag, another jax config, an
+argument the executable refuses) the program compiles at its call as before. Skipped for
+host envs (host_loop.py), for multi-process runs, for a child when the cache is off
+(--no-compile-cache), and unless the caller asks for it (Settings(precompile=True); the
+command line does, --no-precompile turns it off, --compile-here compiles here). A compile
+that fails is reported on stderr and the run goes on.
 
 The parent's backend is up before the child starts (the plan checks the run's devices),
 and on a GPU JAX's client takes XLA_PYTHON_CLIENT_MEM_FRACTION (75 %) of every device as
 it starts. The child runs on the same devices, so it is started with preallocation off
 (CHILD_ENV, in its environment only): it takes what its compiles need (autotuning's
-buffers) from the rest and gives it back as it exits. A TPU opens in one process at a
-time, so no child can compile there; the same programs compiled at once in the training
-process (precompile(here=True)) did not spare the trainer's own compiles on one TPU v5e
-chip (the first log point came 131 s after 150 s of compiling at once, against 172 s
-without it; the resume's compile at once took about 100 s with the cache filled), so a
-run there does not precompile (driver.train; docs/performance.md, "On a TPU").
+buffers) from the rest and gives it back as it exits.
 """
 
 from __future__ import annotations

@@ -101,6 +101,10 @@ class TrainArgs:
     """Compile in this process instead of a child that fills the compilation cache first
     (the child keeps XLA's compile peak out of the training process; docs/performance.md).
     DREAMERJAX_PRECOMPILE=0 does the same."""
+    compile_here: bool = False
+    """Precompile in this process instead: the run's programs compiled all at once on
+    threads and run as compiled (the default where the devices open in one process at a
+    time, a TPU; docs/performance.md)."""
     no_malloc_trim: bool = False
     """Do not hand glibc's freed heap back after compiles and before each chunk
     (DREAMERJAX_MALLOC_TRIM=0 does the same)."""

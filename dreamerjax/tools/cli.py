@@ -128,7 +128,8 @@ def train_command(args: TrainArgs) -> int:
     signals = _stop_on_signals(stop.request)
     try:
         settings = Settings(compile_cache=not args.no_compile_cache, stop=stop,
-                            marks=tuple(marks), **process_options(args))
+                            marks=tuple(marks), precompile_here=args.compile_here or None,
+                            **process_options(args))
         recs = driver.train(plan, seeds, out, resume=resume, settings=settings,
                             target_return=args.target_return).records
     finally:
