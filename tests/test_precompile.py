@@ -34,6 +34,8 @@ def test_on_from_the_command_line_unless_its_flag_or_variable_says_no(monkeypatc
         "precompile": False, "malloc_trim": False}
     monkeypatch.setenv("DREAMERJAX_PRECOMPILE", "0")
     assert cli.process_options(cli.parse(["train", "--out", "x"]))["precompile"] is False
+    assert cli.parse(["train", "--out", "x"]).compile_here is False  # the backend's choice
+    assert cli.parse(["train", "--out", "x", "--compile-here"]).compile_here is True
 
 
 def test_skipped_without_a_cache_dir_and_for_host_envs(monkeypatch):
@@ -255,6 +257,22 @@ def test_cache_check_compares_lowered_texts():
     out = text_diff("a\nb\nc", "a\nB\nc")
     assert out["equal"] is False and out["lines_differing"] == 2
     assert out["first"] == ["-b", "+B"]
+
+
+def test_startup_phases_alternates_variants_of_flags():
+    from _benchmarks import load
+
+    phases = load("startup_phases.py")
+    assert phases.variants(None) == [("", [])]
+    assert phases.variants(["child:", "here:--compile-here --no-malloc-trim"]) == [
+        ("child", []), ("here", ["--compile-here", "--no-malloc-trim"])]
+    with pytest.raises(SystemExit):
+        phases.variants(["--compile-here"])
+    runs = [{"src": None, "variant": v, "exit": e} for v, e in
+            (("child", 3.0), ("here", 2.0), ("child", 5.0))]
+    assert phases.by_src(runs) == {"None child": {"runs": 2, "exit": 4.0},
+                                   "None here": {"runs": 1, "exit": 2.0}}
+    assert list(phases.by_src([{"src": "a", "exit": 1.0}])) == ["a"]
 
 
 @pytest.mark.slow
