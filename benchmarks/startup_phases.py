@@ -149,7 +149,8 @@ def main() -> int:
                                   if k not in ("records", "timing_json")}), file=sys.stderr)
                 runs.append(result)
     first = runs[0]["records"]
-    summary = {"flags": flags, "variants": {name: extra for name, extra in kinds if name},
+    summary = {"command": ["python", "benchmarks/startup_phases.py", *sys.argv[1:]],
+               "flags": flags, "variants": {name: extra for name, extra in kinds if name},
                "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
                "records_equal": all(r["records"] == first for r in runs),
                "median_by_src": by_src(runs),
