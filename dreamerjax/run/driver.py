@@ -187,9 +187,10 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
         # before a precompile child or a logger starts, nothing allocated
         plan = plan_of(config, seeds, devices)
         config, setup = plan.config, plan.setup
+        resumed = None  # the checkpoint a resume continues from, for its first line
         if resume:  # another device layout than the run's, refused before anything compiles
             ckpt.check_layout(out, ckpt.run_layout(plan.mesh))
-            resume_lib.check_replay_files(out)  # and a replay file missing or damaged
+            resumed = resume_lib.check_replay_files(out)  # and a replay file missing or damaged
         videos.check(plan)  # --video-every where no video can be made: refused now
         done = ckpt.complete_rows(out, setup.run.steps) if resume else None
         if done is not None and jax.process_index() == 0:  # said at once; the call returns
@@ -208,7 +209,6 @@ def train(config: Config | Plan, seeds: Sequence[int], out: str, *, resume: bool
             precompile_lib.enable_compile_cache(settings.compile_cache)
             timeline.mark("compile_start")
             if progress and primary:  # at once, before the compile's minutes
-                resumed = _resumed_from(out) if resume else None
                 print(status.start_line(setup.run, seeds, out, resumed), file=sys.stderr,
                       flush=True)
             heartbeat.say("compiling")
@@ -263,15 +263,6 @@ def _import_later_modules() -> None:
     from dreamerjax.viz import plots
 
     plots.pyplot()
-
-
-def _resumed_from(out: str) -> tuple[int, dict] | None:
-    """(index, meta) of the checkpoint a resume will continue from, as resume_point
-    chooses it (nothing moved, no warning yet); None when none verifies."""
-    try:
-        return ckpt.latest_good(out, warn=lambda _: None)[0]
-    except ckpt.NoGoodCheckpoint:  # said by the resume itself
-        return None
 
 
 def plan_of(config: Config | Plan, seeds: tuple[int, ...], devices: int | None) -> Plan:

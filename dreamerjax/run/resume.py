@@ -36,10 +36,12 @@ def check_replay_files(out: str) -> None:
     """Before anything compiles: the replay files of the checkpoint a resume will continue
     from (the newest that verifies, as resume_point chooses it, nothing moved) are there
     and whole (replay_files.check: every file read once); ReplayFilesError, one line,
-    naming the first seed folder, chunk or latent file that is not, and what can be done."""
+    naming the first seed folder, chunk or latent file that is not, and what can be done.
+    Returns that checkpoint's (index, meta), None where the run has none. Every process of
+    a run calls it: orbax's reader of a checkpoint's meta joins all the processes."""
     found, _ = ckpt.latest_good(out, warn=lambda _: None)
     if found is None or replay_files.META_KEY not in found[1]:
-        return  # a fresh start, or load_state's refusal of an older version's checkpoint
+        return found  # a fresh start, or load_state's refusal of an older version's checkpoint
     index, meta = found
     capacity = replay_rows_per_env(from_dict(meta["config"]).run)  # the ring it restores
     try:
@@ -50,6 +52,7 @@ def check_replay_files(out: str) -> None:
             f"or start a new run from this run's agent (its replay empty): dreamerjax train "
             f"--config {os.path.join(out, 'config.json')} --set run.from_checkpoint={out} "
             "--out NEW_DIR") from None
+    return found
 
 
 def start_updates(found) -> int:
