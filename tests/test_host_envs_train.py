@@ -166,6 +166,7 @@ def test_eval_video_of_a_host_env(cartpole_run, tmp_path, monkeypatch):
     """`dreamerjax eval RUN --video out.mp4` on gym_CartPole-v1: Gymnasium's own rgb_array
     pictures, one frame per row of the episode (reset row first), the return in the
     corner."""
+    pytest.importorskip("pygame")  # Gymnasium's CartPole draws with it (the gym extra)
     import imageio.v3 as iio
 
     from dreamerjax.tools import cli
