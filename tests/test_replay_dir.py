@@ -276,19 +276,27 @@ def _without_lock(directory: pathlib.Path) -> dict:
     return {k: v for k, v in _tree_digest(directory).items() if "lock" not in k}
 
 
+def _each_refused_in_one_line(argvs, names: str, capsys) -> str:
+    """Each command exits 2 with one stderr line holding `names`, before any compile; the
+    last command's line."""
+    for argv in argvs:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, (argv, err)
+        assert names in err, (argv, err)
+        assert "compiling" not in err
+    return err
+
+
 def test_a_damaged_chunk_is_named_by_info_export_and_resume(run, tmp_path, capsys):
     copy = _copy_run(run, tmp_path)
     bad = _a_later_chunk(copy / "replay" / "seed_1")
     _damage(bad)
     before = _without_lock(copy)
-    for argv in (["replay", "info", str(copy / "replay")],
-                 ["replay", "export", str(copy), str(tmp_path / "out")],
-                 ["train", "--resume", str(copy), "--steps", "320"]):
-        assert main(argv) == 2, argv
-        err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1, (argv, err)
-        assert f"{bad}: damaged chunk" in err, (argv, err)
-        assert "compiling" not in err
+    err = _each_refused_in_one_line(
+        (["replay", "info", str(copy / "replay")],
+         ["replay", "export", str(copy), str(tmp_path / "out")],
+         ["train", "--resume", str(copy), "--steps", "320"]), f"{bad}: damaged chunk", capsys)
     assert "run.from_checkpoint" in err  # the resume's line names what can be done
     assert _without_lock(copy) == before  # nothing lost
     assert not (tmp_path / "out").exists()
@@ -305,13 +313,10 @@ def test_a_missing_seed_folder_is_named_by_export_and_resume(run, tmp_path, caps
     copy = _copy_run(run, tmp_path)
     shutil.rmtree(copy / "replay" / "seed_0")
     before = _without_lock(copy)
-    for argv in (["replay", "export", str(copy), str(tmp_path / "out")],
-                 ["train", "--resume", str(copy), "--steps", "320"]):
-        assert main(argv) == 2, argv
-        err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1, (argv, err)
-        assert f"{copy / 'replay' / 'seed_0'}: missing" in err, (argv, err)
-        assert "compiling" not in err
+    err = _each_refused_in_one_line(
+        (["replay", "export", str(copy), str(tmp_path / "out")],
+         ["train", "--resume", str(copy), "--steps", "320"]),
+        f"{copy / 'replay' / 'seed_0'}: missing", capsys)
     assert "run.from_checkpoint" in err
     assert _without_lock(copy) == before
     assert not (tmp_path / "out").exists()
