@@ -19,7 +19,9 @@
 # 512, e3f0224's at 1024), EXTRA (more `train` flags for a new run, split at spaces, e.g.
 # "--driver-parallel"), SEEDS ("0 1 2"), ROWS (51200: 102,400 env frames at action repeat
 # 2), EVAL_EVERY (2560), EVAL_EPISODES (5), CHECKPOINT_EVERY (2 log points), LIMIT (s of
-# this call's training; 0: no limit), SCORES (the reference's
+# this call's training; 0: no limit; then SIGTERM: the run stops after the log interval
+# it is in and its checkpoint), KILL_AFTER (60: seconds from SIGTERM to SIGKILL; under a
+# log interval and a checkpoint, that interval is trained again next call), SCORES (the reference's
 # scores/dmc_proprio-dreamerv3.json.gz, read, never copied; docs/performance.md says where
 # it comes from), PYTHON (python3), SMOKE (1: the tiny network, 2 envs, short episodes; a
 # check that it runs), MUJOCO_GL (disable for a dmc_ TASK: the preset renders nothing, and
@@ -57,7 +59,7 @@ else
 fi
 case $TASK in dmc_*) export MUJOCO_GL=${MUJOCO_GL:-disable} ;; esac
 limit=()
-(( LIMIT > 0 )) && limit=(timeout --kill-after=15 "$LIMIT")  # SIGTERM: stop at a log point
+(( LIMIT > 0 )) && limit=(timeout --kill-after="${KILL_AFTER:-60}" "$LIMIT")  # SIGTERM: stop at a log point
 "${limit[@]}" "$PY" -m dreamerjax.tools.cli train "${args[@]}"
 rc=$?
 mkdir -p "$OUT"

@@ -135,7 +135,7 @@ def test_the_plot_draws_a_comparison_in_256_colours(tmp_path):
 COMMITTED_DMC = ROOT / "results" / "dmc_cartpole_tpu"
 
 
-@pytest.mark.parametrize("name", ["balance", "swingup"])
+@pytest.mark.parametrize("name", ["balance", "swingup", "swingup_dm_control_12m"])
 def test_committed_dmc_comparison_holds_the_records_own_numbers(name):
     """The committed compare.json (the published band needs the reference's scores file,
     which is not kept here) has our side as the gzipped records give it, its task from the
