@@ -28,6 +28,11 @@
 # a machine without OpenGL libraries cannot import dm_control with egl).
 # SIZE, DTYPE, REFERENCE and EXTRA shape a new run; a resumed run keeps its settings.
 #
+# EXPORT (1: once RUN_DIR has reached ROWS, each seed's policy is exported with `dreamerjax
+# export` to OUT/policy_seed<S>.npz and played from that file by `dreamerjax eval` for
+# POLICY_EPISODES (10) episodes into OUT/policy_seed<S>.eval.json; a file over
+# POLICY_MAX_MB (8) is removed after its evaluation).
+#
 # Exit status: 0 when RUN_DIR has reached ROWS, 3 when it stopped before (call again), else
 # the run's. OUT gets config.json, records.jsonl.gz, episodes.jsonl.gz and, with SCORES,
 # compare.json and curve.png (benchmarks/gpu_check.py compare).
@@ -75,5 +80,24 @@ reached=$("$PY" -c 'import json, sys
 rows = [json.loads(x)["rows"] for x in open(sys.argv[1]) if x.strip()]
 print(max(rows, default=0))' "$RUN/records.jsonl" 2>/dev/null || echo 0)
 echo "dmc_curve: $RUN at $reached of $ROWS rows (train exited $rc)"
-if (( reached >= ROWS )); then exit 0; fi
+if (( reached >= ROWS )); then
+    # The trained policies, each played by `eval` from the exported file itself; a file
+    # over POLICY_MAX_MB is removed after its evaluation (the repository keeps small ones).
+    if [ "${EXPORT:-1}" = 1 ]; then
+        read -r -a run_seeds <<< "$("$PY" -c 'import json, sys
+print(*json.load(open(sys.argv[1]))["seeds"])' "$RUN/config.json")"
+        for s in "${run_seeds[@]}"; do
+            policy="$OUT/policy_seed$s.npz"
+            "$PY" -m dreamerjax.tools.cli export "$RUN" --seed "$s" --out "$policy" &&
+            "$PY" -m dreamerjax.tools.cli eval "$policy" \
+                --episodes "${POLICY_EPISODES:-10}" > "$OUT/policy_seed$s.eval.json" ||
+                { echo "dmc_curve: exporting or playing seed $s's policy failed" >&2; exit 1; }
+            if (( $(stat -c %s "$policy") > ${POLICY_MAX_MB:-8} * 1024 * 1024 )); then
+                echo "dmc_curve: $policy is over POLICY_MAX_MB=${POLICY_MAX_MB:-8}: removed"
+                rm "$policy"
+            fi
+        done
+    fi
+    exit 0
+fi
 case $rc in 0|124|137|143) exit 3 ;; *) exit "$rc" ;; esac

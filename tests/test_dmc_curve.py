@@ -1,7 +1,8 @@
 """benchmarks/dmc_curve.sh: a DMC curve trained in pieces. Its SMOKE mode on this CPU, a
 tiny Playground run: the first call trains a new run to ROWS and copies its records, the
-second (a larger ROWS) resumes it, and with a scores file in the reference's format
-(synthetic, never the reference's own) each call compares and plots the curve so far."""
+second (a larger ROWS) resumes it and, done, exports each seed's policy and plays it; with
+a scores file in the reference's format (synthetic, never the reference's own) each call
+compares and plots the curve so far."""
 
 import gzip
 import importlib.util
@@ -38,11 +39,11 @@ def test_a_curve_in_two_calls_resumes_and_compares(tmp_path):
         pytest.skip("mujoco_playground not installed")
     run, out = tmp_path / "run", tmp_path / "out"
     scores = synthetic(tmp_path / "s.json.gz")
-    first = _call(run, out, tmp_path, ROWS="48", SCORES=scores)
+    first = _call(run, out, tmp_path, ROWS="48", SCORES=scores, EXPORT="0")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     assert "at 48 of 48 rows" in first.stdout
     assert _rows(out / "records.jsonl.gz") == [48]
-    second = _call(run, out, tmp_path, ROWS="96", SCORES=scores)
+    second = _call(run, out, tmp_path, ROWS="96", SCORES=scores, POLICY_EPISODES="1")
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
     assert "at 96 of 96 rows" in second.stdout
     assert _rows(out / "records.jsonl.gz") == [48, 96]  # the run went on, not anew
@@ -52,6 +53,12 @@ def test_a_curve_in_two_calls_resumes_and_compares(tmp_path):
     assert compare["task"] == "dmc_cartpole_balance"
     assert [p["env_steps"] for p in compare["eval"]["points"]] == [96, 192]
     assert (out / "curve.png").stat().st_size > 0
+    # done: each seed's policy exported (EXPORT=0 kept the first call from it) and played
+    # from the file itself
+    for seed in (0, 1):
+        assert (out / f"policy_seed{seed}.npz").stat().st_size > 0
+        played = json.loads((out / f"policy_seed{seed}.eval.json").read_text())
+        assert played["seed"] == seed and len(played["returns"]) == 1
 
 
 def test_a_call_cut_by_its_limit_asks_for_another(tmp_path):

@@ -83,6 +83,73 @@ def test_the_gl_backend_is_egl_unless_set_and_never_off():
             dmc.set_gl_backend({"MUJOCO_GL": off})
 
 
+def test_a_blank_render_needs_no_gl_backend_and_keeps_one_that_is_set():
+    environ = {}
+    assert dmc.set_gl_backend(environ, blank=True) == "disable"
+    assert environ == {"MUJOCO_GL": "disable"}
+    assert dmc.set_gl_backend({"MUJOCO_GL": "egl"}, blank=True) == "egl"
+    with pytest.raises(SystemExit, match="or take --blank-render"):
+        dmc.set_gl_backend({"MUJOCO_GL": "disable"})
+
+
+def test_the_command_takes_blank_render_for_dmc_only(capsys):
+    args = command.parse(["--out", "x", "--env", "dmc_cartpole_swingup", "--version",
+                          "e3f0224", "--blank-render"])
+    assert args.blank_render and base.resolve_options(args)["blank_render"]
+    with pytest.raises(SystemExit):
+        command.parse(["--out", "x", "--env", "cartpole", "--blank-render"])
+    assert "--blank-render: --env cartpole renders nothing" in capsys.readouterr().err
+
+
+class DMCHolder:
+    """What blank_render reaches through the reference's wrappers: its DMC's `_dmenv`
+    (a dm_control env) and `_image` (env.dmc.image)."""
+
+    def __init__(self, image=False, seed=0):
+        from dm_control import suite
+        self._dmenv = suite.load("cartpole", "swingup", task_kwargs={"random": seed})
+        self._image = image
+        self.closed = False
+
+    def step(self, action):
+        if action["reset"]:
+            ts = self._dmenv.reset()
+        else:
+            ts = self._dmenv.step(action["action"])
+        return {"position": ts.observation["position"], "reward": np.float32(ts.reward or 0),
+                "is_first": ts.first(), "is_last": ts.last(), "is_terminal": False,
+                "log/image": self._dmenv.physics.render(64, 64, camera_id=-1)}
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_blank_render_gives_zeros_of_renders_shape_and_survives_a_resume(monkeypatch):
+    pytest.importorskip("dm_control")
+    monkeypatch.setenv("MUJOCO_GL", "disable")  # nothing may render for real
+    env = dmc.EpisodeLog(DMCHolder(), episodes=[], blank=True)
+    row = env.step({"action": np.zeros(1), "reset": True})
+    image = row["log/image"]
+    assert image.shape == (64, 64, 3) and image.dtype == np.uint8 and not image.any()
+    for _ in range(5):
+        env.step({"action": np.ones(1), "reset": False})
+    state = env.save()
+    resumed = dmc.EpisodeLog(DMCHolder(seed=1), episodes=[], blank=True)
+    resumed.load(state)
+    after = [resumed.step({"action": np.ones(1), "reset": False}) for _ in range(3)]
+    again = [env.step({"action": np.ones(1), "reset": False}) for _ in range(3)]
+    for a, b in zip(after, again, strict=True):
+        np.testing.assert_array_equal(a["position"], b["position"])
+        assert not a["log/image"].any()
+
+
+def test_a_blank_render_is_refused_where_the_agent_sees_images(monkeypatch):
+    pytest.importorskip("dm_control")
+    monkeypatch.setenv("MUJOCO_GL", "disable")
+    with pytest.raises(SystemExit, match="--blank-render: this env's images are on"):
+        dmc.EpisodeLog(DMCHolder(image=True), blank=True)
+
+
 def test_task_generators_follow_their_seed_sequence():
     draw = lambda entropy: dmc.task_generator(entropy).uniform(size=4)  # noqa: E731
     np.testing.assert_array_equal(draw((0, 1, 2)), draw((0, 1, 2)))

@@ -61,16 +61,43 @@ def is_dmc(name: str) -> bool:
 NO_RENDERER = ("off", "disable", "disabled", "false", "0")
 
 
-def set_gl_backend(environ=os.environ) -> str:
+def set_gl_backend(environ=os.environ, blank: bool = False) -> str:
     """MUJOCO_GL=egl unless set (Dockerfile:32 @e3f0224): a machine without a display
     renders headless. Must run before dm_control is imported. A value that turns
-    rendering off is refused: the reference's DMC renders on every step."""
+    rendering off is refused: the reference's DMC renders on every step. With `blank`
+    (--blank-render) nothing is rendered, and MUJOCO_GL is `disable` unless set."""
+    if blank:
+        return environ.setdefault("MUJOCO_GL", "disable")
     backend = environ.setdefault("MUJOCO_GL", "egl")
     if backend.lower() in NO_RENDERER:
         raise SystemExit(f"MUJOCO_GL={backend}: the reference's DMC renders an image on "
                          "every step, also with images off (embodied/envs/dmc.py:71-72 "
-                         "@e3f0224); set MUJOCO_GL=egl (or osmesa)")
+                         "@e3f0224); set MUJOCO_GL=egl (or osmesa), or take "
+                         "--blank-render where images are off")
     return backend
+
+
+class BlankRender:
+    """In place of a dm_control Physics' `render` (--blank-render): the image the
+    reference's DMC asks for on every step, all zeros, with render's shape and dtype
+    ([height, width, 3] uint8). With images off the image is `log/image`, which neither
+    the agent nor the replay reads (dmc.py:55 and :71-72, replay.py:78 @e3f0224), so the
+    run's numbers are the same (benchmarks/reference_run/README.md has the two runs);
+    a machine without a GL library can then run the reference's DMC, and an env step
+    costs the physics alone."""
+
+    def __call__(self, height: int = 240, width: int = 320, camera_id=-1, **_):
+        import numpy as np
+        return np.zeros((height, width, 3), np.uint8)
+
+
+def blank_render(env) -> None:
+    """Give the reference's DMC inside `env` (its wrappers forward `_dmenv`) a
+    BlankRender; refused where the env's images are on, whose zeros the agent would see."""
+    if getattr(env, "_image", False):
+        raise SystemExit("--blank-render: this env's images are on (env.dmc.image); the "
+                         "agent would see blank images")
+    env._dmenv.physics.render = BlankRender()
 
 
 def task_generator(entropy):
@@ -85,9 +112,12 @@ class EpisodeLog:
     state for checkpoints. Passes actions and observations through unchanged."""
 
     def __init__(self, env, worker: int = 0, episodes: list | None = None,
-                 run_seed: int = 0) -> None:
+                 run_seed: int = 0, blank: bool = False) -> None:
         self.env = env
         self._worker, self._episodes, self._run_seed = worker, episodes, run_seed
+        self._blank = blank
+        if blank:
+            blank_render(env)
         self._row = 0
         self._score = 0.0
         self._length = 0
@@ -124,6 +154,8 @@ class EpisodeLog:
         wrapper, so it steps the restored env from now on)."""
         old, self.env = self.env, pickle.loads(zlib.decompress(state["env"]))
         old.close()
+        if self._blank:  # a Physics is pickled without its attributes (its MjData only)
+            blank_render(self.env)
         self._row, self._score, self._length = state["row"], state["score"], state["length"]
 
     def close(self) -> None:
@@ -131,14 +163,16 @@ class EpisodeLog:
 
 
 def make_env(ref_main, config, index: int, entropy, worker: int = 0,
-             episodes: list | None = None, run_seed: int = 0) -> EpisodeLog:
+             episodes: list | None = None, run_seed: int = 0,
+             blank: bool = False) -> EpisodeLog:
     """The checkout's make_env(config, index) (its DMC for a `dmc_` task, wrapped by its
-    wrap_env), its task generator seeded from `entropy`, under an EpisodeLog."""
-    set_gl_backend()
+    wrap_env), its task generator seeded from `entropy`, under an EpisodeLog (with a
+    BlankRender where `blank`)."""
+    set_gl_backend(blank=blank)
     env = ref_main.make_env(config, index)
     task = env._dmenv.task  # embodied's Wrapper forwards the name to DMC (dmc.py:41)
     task._random = task_generator(entropy)
-    return EpisodeLog(env, worker, episodes, run_seed)
+    return EpisodeLog(env, worker, episodes, run_seed, blank)
 
 
 def eval_limit(env, repeat: int) -> int:

@@ -37,7 +37,7 @@ TINY_KEYS = ("dyn.rssm", r".*\.layers", r".*\.units", r".*\.depth", "(rewhead|cr
 
 VERSIONS = ("29eb964", "e3f0224")
 OPTIONS = ("seed", "env", "rows", "eval_every", "eval_episodes", "num_envs", "tiny", "set",
-           "checkout", "version", "size", "no_checkpoint", "configs")
+           "checkout", "version", "size", "no_checkpoint", "configs", "blank_render")
 CHECKPOINT = {"29eb964": "checkpoint.ckpt", "e3f0224": "ckpt/latest"}
 
 
@@ -56,6 +56,7 @@ def resolve_options(args) -> dict:
     saved.setdefault("size", "1m")  # ... and before --size, --no-checkpoint
     saved.setdefault("no_checkpoint", False)
     saved.setdefault("configs", [])  # ... and before --configs
+    saved.setdefault("blank_render", False)  # ... and before --blank-render
     if not (out / CHECKPOINT[saved["version"]]).exists():
         raise SystemExit(f"{out}: no checkpoint yet (killed before the first record "
                          "point): remove the directory and start afresh")

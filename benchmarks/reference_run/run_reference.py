@@ -62,9 +62,15 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--no-checkpoint", action="store_true",
                    help="write no checkpoint at the record points (a timed run: the "
                         "harness's checkpoints are not the reference's; no --resume)")
+    p.add_argument("--blank-render", action="store_true",
+                   help="a dmc_ env with images off renders nothing: its log/image, which "
+                        "neither the agent nor the replay reads, is all zeros (no GL "
+                        "library needed; dmc_env.BlankRender)")
     args = p.parse_args(argv)
     if args.resume:
         return args
+    if args.blank_render and not args.env.startswith("dmc_"):
+        p.error(f"--blank-render: --env {args.env} renders nothing (a dmc_ env only)")
     if args.size != "1m" and args.version != "e3f0224":
         p.error(f"--size {args.size}: 29eb964's harness has the protocol's 1m widths only")
     suite, _ = parse_env(args.env, PORTS)

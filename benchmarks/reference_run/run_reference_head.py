@@ -186,7 +186,7 @@ class HeadHarness(base.Harness):
     def setup(self) -> None:
         opts, out = self.opts, self.out
         if dmc_env.is_dmc(opts["env"]):
-            dmc_env.set_gl_backend()  # before anything imports dm_control
+            dmc_env.set_gl_backend(blank=opts["blank_render"])  # before dm_control's import
         self.elements, self.embodied, self.ref_main = import_reference(opts["checkout"])
         if self.resume:
             self.config = self.elements.Config.load(out / "config.yaml").update(
@@ -208,7 +208,8 @@ class HeadHarness(base.Harness):
             return super().make_env(index, stream, episodes)
         seed = self.opts["seed"]
         env = dmc_env.make_env(self.ref_main, self.config, index, (seed, stream, index),
-                               worker=index, episodes=episodes, run_seed=seed)
+                               worker=index, episodes=episodes, run_seed=seed,
+                               blank=self.opts["blank_render"])
         if not hasattr(self, "eval_limit"):
             self.eval_limit = dmc_env.eval_limit(env, self.repeat())
         return env, env
