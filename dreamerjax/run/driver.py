@@ -413,22 +413,28 @@ def _at_log_point(run: Run, states: SeedState, ends, log_index: int, writer, t0:
             loop.stop.reason and run.config.run.checkpoint_every > 0):
         wall = time.time() - t0
         with phases("checkpoint"):
-            states = _checkpoint(run, states, log_index, _meta(run, point, host, writer, wall))
+            states = _checkpoint(run, states, log_index, _meta(run, point, host, writer, wall),
+                                 phases)
     return states, point
 
 
-def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict) -> SeedState:
+def _checkpoint(run: Run, states: SeedState, log_index: int, meta: dict,
+                phases: host_time.Phases) -> SeedState:
     """Checkpoint `log_index`: the replay files brought up to it (run/replay_files.py),
     then the state less the replay's rows, with the files' state in its meta. Returns the
-    state with the saved latents' marks cleared."""
-    part = run.files.checkpoint(states.replay, log_index)
-    meta[replay_files.META_KEY] = replay_files.gather_meta(part)
-    states = states.replace(replay=replay_files.clear_dirty(states.replay))
-    ckpt.save(run.out, log_index, without_rows(states), meta,
-              keep=run.config.run.checkpoint_keep)
+    state with the saved latents' marks cleared. Its parts' seconds go to `phases` as
+    checkpoint_replay, checkpoint_state and checkpoint_tidy (within `checkpoint`)."""
+    with phases("checkpoint_replay"):
+        part = run.files.checkpoint(states.replay, log_index)
+        meta[replay_files.META_KEY] = replay_files.gather_meta(part)
+        states = states.replace(replay=replay_files.clear_dirty(states.replay))
+    with phases("checkpoint_state"):
+        ckpt.save(run.out, log_index, without_rows(states), meta,
+                  keep=run.config.run.checkpoint_keep)
     # the latent files no kept checkpoint lists; every process reads the metas (orbax's
     # reader lines the processes up), process 0 removes
-    kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
-    if run.primary:
-        replay_files.remove_unreferenced(run.out, run.seeds, kept)
+    with phases("checkpoint_tidy"):
+        kept = [ckpt.read_meta(run.out, i) for i in ckpt.indices(run.out)]
+        if run.primary:
+            replay_files.remove_unreferenced(run.out, run.seeds, kept)
     return states

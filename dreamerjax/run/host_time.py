@@ -14,14 +14,18 @@ reference's `timer/` statistics cover the span since its logger last wrote
     video       the evaluation videos (run/videos.py); only in the records of log
                 points with videos (run.video_every)
     write       the previous log point's records, episodes and TensorBoard scalars
-    checkpoint  the previous log point's checkpoint (0 when none was saved)
+    checkpoint  the previous log point's checkpoint (0 when none was saved), and within
+                it: checkpoint_replay (the replay's chunk and latent files brought up to
+                it), checkpoint_state (the state's save and its manifest) and
+                checkpoint_tidy (the kept checkpoints' metas read, latent files that none
+                of them lists removed)
 
 `write` and `checkpoint` come after a log point's records are written (the checkpoint
 stores how far those files go), so they count in the next record; what follows the last
 log point (its write, its checkpoint, the plots) is printed when the run ends. The seeds
 of a log point share one process, so their `host_s` is the same. `wall_s` is read at the
-same moment, so the phases of a record sum to at most its `wall_s` less the previous
-record's.
+same moment, so the phases of a record (checkpoint's parts counted once, in checkpoint)
+sum to at most its `wall_s` less the previous record's.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 
 PHASES = ("chunk", "evaluate", "callbacks", "report", "write", "checkpoint")
+# checkpoint's parts, seconds within it (driver._checkpoint): the replay files brought up
+# to it, the state saved with its manifest, the kept checkpoints' metas read and the latent
+# files none lists removed
+CHECKPOINT_PARTS = ("checkpoint_replay", "checkpoint_state", "checkpoint_tidy")
 TAIL_PHASES = ("write", "checkpoint", "plots")  # what follows the last log point
 
 
@@ -42,7 +50,7 @@ class Phases:
     """Seconds per phase since the last take(): `with phases("report"): ...`."""
 
     def __init__(self) -> None:
-        self._seconds = dict.fromkeys(PHASES, 0.0)
+        self._seconds = dict.fromkeys(PHASES + CHECKPOINT_PARTS, 0.0)
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
@@ -55,7 +63,7 @@ class Phases:
     def take(self) -> dict[str, float]:
         """The seconds gathered (rounded to ms), and a fresh start."""
         out = {k: round(v, 3) for k, v in self._seconds.items()}
-        self._seconds = dict.fromkeys(PHASES, 0.0)
+        self._seconds = dict.fromkeys(PHASES + CHECKPOINT_PARTS, 0.0)
         return out
 
 
