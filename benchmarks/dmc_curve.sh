@@ -18,7 +18,9 @@
 # bfloat16), REFERENCE (--reference: 29eb964 unless set; its dmc_proprio trains at ratio
 # 512, e3f0224's at 1024), EXTRA (more `train` flags for a new run, split at spaces, e.g.
 # "--driver-parallel"), SEEDS ("0 1 2"), ROWS (51200: 102,400 env frames at action repeat
-# 2), EVAL_EVERY (2560), EVAL_EPISODES (5), CHECKPOINT_EVERY (2 log points), LIMIT (s of
+# 2), EVAL_EVERY (2560), EVAL_EPISODES (5), CHECKPOINT_EVERY (8 log points: a 12m
+# checkpoint of 3 seeds took 25-31 s on a TPU v5e chip, most of a log interval; a call cut
+# by LIMIT checkpoints where it stops anyway), LIMIT (s of
 # this call's training; 0: no limit; then SIGTERM: the run stops after the log interval
 # it is in and its checkpoint), KILL_AFTER (60: seconds from SIGTERM to SIGKILL; under a
 # log interval and a checkpoint, that interval is trained again next call), SCORES (the reference's
@@ -51,7 +53,7 @@ else
     read -r -a seeds <<< "${SEEDS:-0 1 2}"
     args+=(--env "$TASK" --configs dmc_proprio --seeds "${seeds[@]}" --out "$RUN"
            --eval-every "${EVAL_EVERY:-2560}" --eval-episodes "${EVAL_EPISODES:-5}"
-           --checkpoint-every "${CHECKPOINT_EVERY:-2}" --report-every 0)
+           --checkpoint-every "${CHECKPOINT_EVERY:-8}" --report-every 0)
     [ -n "${DTYPE:-}" ] && args+=(--set "jax.compute_dtype=$DTYPE")
     [ -n "${REFERENCE:-}" ] && args+=(--reference "$REFERENCE")
     if [ -n "${EXTRA:-}" ]; then read -r -a extra <<< "$EXTRA"; args+=("${extra[@]}"); fi
