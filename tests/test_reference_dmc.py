@@ -6,6 +6,7 @@ numpy port (gymnax_ports.CartPole) following the reference's reset protocol."""
 import argparse
 import importlib
 import json
+import os
 
 import numpy as np
 import pytest
@@ -124,9 +125,15 @@ class DMCHolder:
         self.closed = True
 
 
-def test_a_blank_render_gives_zeros_of_renders_shape_and_survives_a_resume(monkeypatch):
+def _dm_control() -> None:
+    # as the suite's other dm_control tests: dm_control reads MUJOCO_GL once, at its
+    # import, for every later test in this process (nothing here renders for real)
+    os.environ.setdefault("MUJOCO_GL", "egl")
     pytest.importorskip("dm_control")
-    monkeypatch.setenv("MUJOCO_GL", "disable")  # nothing may render for real
+
+
+def test_a_blank_render_gives_zeros_of_renders_shape_and_survives_a_resume():
+    _dm_control()
     env = dmc.EpisodeLog(DMCHolder(), episodes=[], blank=True)
     row = env.step({"action": np.zeros(1), "reset": True})
     image = row["log/image"]
@@ -143,9 +150,8 @@ def test_a_blank_render_gives_zeros_of_renders_shape_and_survives_a_resume(monke
         assert not a["log/image"].any()
 
 
-def test_a_blank_render_is_refused_where_the_agent_sees_images(monkeypatch):
-    pytest.importorskip("dm_control")
-    monkeypatch.setenv("MUJOCO_GL", "disable")
+def test_a_blank_render_is_refused_where_the_agent_sees_images():
+    _dm_control()
     with pytest.raises(SystemExit, match="--blank-render: this env's images are on"):
         dmc.EpisodeLog(DMCHolder(image=True), blank=True)
 
