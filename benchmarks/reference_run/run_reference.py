@@ -69,11 +69,11 @@ def parse(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.resume:
         return args
-    if args.blank_render and not args.env.startswith("dmc_"):
-        p.error(f"--blank-render: --env {args.env} renders nothing (a dmc_ env only)")
     if args.size != "1m" and args.version != "e3f0224":
         p.error(f"--size {args.size}: 29eb964's harness has the protocol's 1m widths only")
     suite, _ = parse_env(args.env, PORTS)
+    if args.blank_render and suite == "port":
+        p.error(f"--blank-render: --env {args.env} renders nothing (a dmc_ env only)")
     if args.version != "e3f0224" and (suite != "port" or args.configs):
         p.error(f"--env {args.env} / --configs: the reference's own envs and named "
                 "configs need --version e3f0224")

@@ -32,7 +32,7 @@ def resume_point(out: str, primary: bool) -> tuple[int, dict] | None:
     return found
 
 
-def check_replay_files(out: str) -> None:
+def check_replay_files(out: str) -> tuple[int, dict] | None:
     """Before anything compiles: the replay files of the checkpoint a resume will continue
     from (the newest that verifies, as resume_point chooses it, nothing moved) are there
     and whole (replay_files.check: every file read once); ReplayFilesError, one line,
